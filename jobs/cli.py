@@ -1,0 +1,25 @@
+"""The `vidprep` command: `vidprep COMMAND [args] [Hydra overrides]`."""
+
+import importlib
+import os
+import sys
+
+COMMANDS = {
+    "precompute": ("jobs.precompute", "precompute a dataset's artifacts into the store (Hydra job)"),
+    "search": ("jobs.search", 'VIDEO_OR_ALL "text": top frames for a text query'),
+    "sample": ("jobs.sample", "[FOLDER]: write the built-in sample videos"),
+}
+
+
+def main() -> None:
+    # The shipped models load from installed files; never let a hub lookup stall an offline machine.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        print("usage: vidprep COMMAND [args] [overrides]\n")
+        for name, (_, help_text) in COMMANDS.items():
+            print(f"  {name:<12} {help_text}")
+        sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
+    name = sys.argv.pop(1)
+    sys.argv[0] = f"vidprep {name}"
+    importlib.import_module(COMMANDS[name][0]).main()

@@ -1,0 +1,119 @@
+"""The built-in sample set: real photos shipped in installed wheels, turned into videos by ffmpeg.
+
+Scenes have known order and length, some carry drawn text, one video speaks (espeak-ng), one has no
+audio, one is a very short clip, one is corrupt, and one is a byte-identical copy under another
+name. `scenes.json` beside the videos is the ground truth.
+"""
+
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+SIZE = (640, 480)
+FPS = 24
+
+# video -> scenes (photo, seconds, drawn text) and optional speech (text, start second).
+SAMPLE = {
+    "scenes.mp4": {
+        "scenes": [("chelsea", 4.0, None), ("rocket", 4.0, None),
+                   ("coffee", 4.0, "EXIT 42"), ("astronaut", 4.0, None)],
+        "speech": ("The cat sat on the mat. Then a rocket flew into space.", 1.0),
+    },
+    "places.mp4": {
+        "scenes": [("china", 5.0, "Breaking News: Summer Palace"), ("flower", 5.0, None)],
+        "speech": None,
+    },
+    "short.mp4": {"scenes": [("camera", 0.4, None)], "speech": None},
+}
+COPY_OF = {"scenes_copy.mp4": "scenes.mp4"}
+CORRUPT = "corrupt.mp4"
+
+
+def _photo(name: str) -> np.ndarray:
+    if name in ("china", "flower"):
+        from sklearn.datasets import load_sample_image
+
+        return load_sample_image(f"{name}.jpg")
+    from skimage import data
+
+    return getattr(data, name)()
+
+
+def _frame(name: str, text: str | None) -> Image.Image:
+    photo = Image.fromarray(_photo(name)).convert("RGB")
+    photo.thumbnail(SIZE)
+    canvas = Image.new("RGB", SIZE)
+    canvas.paste(photo, ((SIZE[0] - photo.width) // 2, (SIZE[1] - photo.height) // 2))
+    if text:
+        draw = ImageDraw.Draw(canvas)
+        font = ImageFont.load_default(size=40)
+        box = draw.textbbox((0, 0), text, font=font)
+        x, y = (SIZE[0] - box[2]) // 2, SIZE[1] - box[3] - 30
+        draw.rectangle((x - 10, y - 10, x + box[2] + 10, y + box[3] + 10), fill="white")
+        draw.text((x, y), text, fill="black", font=font)
+    return canvas
+
+
+def _ffmpeg(*args: str) -> None:
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", *args], check=True)
+
+
+def _make_video(path: Path, spec: dict, work: Path) -> dict:
+    inputs, scenes, start = [], [], 0.0
+    for i, (photo, seconds, text) in enumerate(spec["scenes"]):
+        image = work / f"{path.stem}_{i}.png"
+        _frame(photo, text).save(image)
+        inputs += ["-loop", "1", "-framerate", str(FPS), "-t", str(seconds), "-i", str(image)]
+        scenes.append({"start": start, "end": start + seconds, "photo": photo, "text": text})
+        start += seconds
+    count = len(spec["scenes"])
+    graph = "".join(f"[{i}:v]" for i in range(count)) + f"concat=n={count}:v=1:a=0[v]"
+    audio_args, truth_speech = [], None
+    if spec["speech"]:
+        text, offset = spec["speech"]
+        wav = work / f"{path.stem}.wav"
+        if shutil.which("espeak-ng") is None:
+            raise RuntimeError("espeak-ng not found: install it (`apt-get install espeak-ng`) to make the sample")
+        subprocess.run(["espeak-ng", "-w", str(wav), text], check=True)
+        inputs += ["-i", str(wav)]
+        delay = int(offset * 1000)
+        graph += f";[{count}:a]adelay={delay}:all=1,apad[a]"
+        audio_args = ["-map", "[a]", "-c:a", "aac", "-b:a", "64k"]
+        truth_speech = {"text": text, "start": offset}
+    _ffmpeg(*inputs, "-filter_complex", graph, "-map", "[v]", *audio_args,
+            "-t", str(start), "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p",
+            "-r", str(FPS), "-movflags", "+faststart", str(path))
+    return {"duration": start, "has_audio": bool(spec["speech"]), "scenes": scenes, "speech": truth_speech}
+
+
+def make_sample(folder: str | Path) -> Path:
+    """Write the sample videos and `scenes.json` into `folder` (skipped when already complete)."""
+    folder = Path(folder)
+    truth_path = folder / "scenes.json"
+    if truth_path.exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    truth = {}
+    with tempfile.TemporaryDirectory() as work:
+        for name, spec in SAMPLE.items():
+            truth[name] = _make_video(folder / name, spec, Path(work))
+    for copy, original in COPY_OF.items():
+        shutil.copyfile(folder / original, folder / copy)
+        truth[copy] = dict(truth[original], copy_of=original)
+    (folder / CORRUPT).write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"this is not a video " * 500)
+    truth[CORRUPT] = {"corrupt": True}
+    # Written last: its presence means the set is complete.
+    truth_path.write_text(json.dumps(truth, indent=2))
+    return folder
+
+
+def main() -> None:
+    import sys
+
+    folder = sys.argv[1] if len(sys.argv) > 1 else "vidprep-data/sample"
+    print(f"sample videos in {make_sample(folder)}")

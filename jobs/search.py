@@ -1,0 +1,47 @@
+"""`vidprep search VIDEO_OR_ALL "text" [overrides]`: the frames that best match a text query."""
+
+import argparse
+import os
+
+from jobs.config import load_config
+from pipeline.plan import build_plan
+from pipeline.precompute import StoreSettings
+from store.keys import content_id
+from store.store import Store
+
+
+def resolve_video(store: Store, video: str) -> str | None:
+    """A video id from an id, a dataset name or a file path; None for "all"."""
+    if video == "all":
+        return None
+    if os.path.isfile(video):
+        return content_id(video)
+    for row in store.videos():
+        if video in (row["video_id"], row["name"]):
+            return row["video_id"]
+    raise SystemExit(f"error: no video {video!r} in the store {store.uri} (give an id, a name, a path or 'all')")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="vidprep search", description=__doc__)
+    parser.add_argument("video", help="video id, dataset name, file path, or 'all'")
+    parser.add_argument("text")
+    parser.add_argument("-k", type=int, default=5)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. stages.frames.fps=2")
+    args = parser.parse_args()
+    cfg = load_config(args.overrides)
+    plan = build_plan(cfg.stages)
+    stage = plan.stages["frame_embeddings"]
+    store = StoreSettings.from_config(cfg.store).open()
+    names = {row["video_id"]: row["name"] for row in store.videos()}
+    query = stage.embedder.embed_texts([args.text])[0]
+    hits = store.search(query, plan.keys["frame_embeddings"], resolve_video(store, args.video), args.k)
+    if not hits:
+        print(f"no embeddings for key {plan.keys['frame_embeddings']} in {store.uri}: run `vidprep precompute` first")
+    for hit in hits:
+        print(f"{names.get(hit.video_id, hit.video_id):<20} t={hit.timestamp:8.2f}s  score={hit.score:.3f}  "
+              f"{hit.description or ''}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""Stages built from config, in dependency order, with the key each one writes under."""
+
+import json
+from dataclasses import dataclass
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from stages.base import Stage
+from stages.probe import ProbeVideo
+
+
+@dataclass
+class Plan:
+    probe: ProbeVideo
+    probe_config: dict
+    stages: dict[str, Stage]
+    keys: dict[str, str]
+    # The config each stage was built from, for building it again inside a worker.
+    configs: dict[str, dict]
+
+    @property
+    def probe_key(self) -> str:
+        return f"{self.probe.name}-v{self.probe.version}"
+
+    def upstream_keys(self, name: str) -> dict[str, str]:
+        return {u: self.keys[u] for u in self.stages[name].upstream}
+
+    def describe(self, name: str) -> str:
+        stage = self.stages[name]
+        return json.dumps({"params": stage.params(), "upstream": self.upstream_keys(name)},
+                          sort_keys=True, default=str)
+
+
+def build_stage(config: dict) -> Stage:
+    return instantiate(config, _convert_="all")
+
+
+def build_plan(stages_cfg: DictConfig) -> Plan:
+    configs = OmegaConf.to_container(stages_cfg, resolve=True)
+    probe_config = configs.pop("probe")
+    probe = instantiate(probe_config)
+    stages, keys = {}, {}
+    for name, config in configs.items():
+        stage = build_stage(config)
+        if stage.name != name:
+            raise ValueError(f"stages.{name} builds stage {stage.name!r}; name it stages.{stage.name}")
+        missing = [u for u in stage.upstream if u not in stages]
+        if missing:
+            raise ValueError(f"stages.{name} needs stages {missing} configured before it")
+        stages[name] = stage
+        keys[name] = stage.key({u: keys[u] for u in stage.upstream})
+    return Plan(probe=probe, probe_config=probe_config, stages=stages, keys=keys, configs=configs)

@@ -1,0 +1,249 @@
+"""The precompute plan on Ray Data: manifest -> identify -> one map per stage -> store.
+
+Stateless stages run as Ray tasks; stages that hold a model run in an actor pool so the model loads
+once per worker. Workers write straight to the store; only small per-video records travel back.
+"""
+
+import dataclasses
+import datetime as dt
+import functools
+import json
+import os
+import time
+import uuid
+
+import ray
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.executor import describe_error, run_stage
+from pipeline.manifest import read_manifest
+from pipeline.plan import Plan, build_plan, build_stage
+from store.store import Store, utcnow
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreSettings:
+    uri: str
+    storage_options: tuple = ()
+    ann_min_rows: int = 100_000
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> "StoreSettings":
+        options = OmegaConf.to_container(cfg.storage_options, resolve=True) if cfg.storage_options else {}
+        # LanceDB takes string options only; an unset optional one (e.g. no custom endpoint) is left out.
+        present = {k: str(v) for k, v in options.items() if v is not None}
+        return cls(str(cfg.uri), tuple(sorted(present.items())), int(cfg.ann_min_rows))
+
+    def open(self) -> Store:
+        return _open_store(self)
+
+
+@functools.lru_cache(maxsize=4)
+def _open_store(settings: StoreSettings) -> Store:
+    return Store(settings.uri, dict(settings.storage_options), settings.ann_min_rows)
+
+
+def _node_id() -> str:
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
+
+
+def _stat(path: str) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def identify(entry: dict, settings: StoreSettings, probe_config: dict, probe_key: str,
+             run_id: str) -> dict:
+    """Hash and probe one manifest entry; its record carries the video row, or why it failed."""
+    from hydra.utils import instantiate
+
+    store = settings.open()
+    record = {"entry_path": entry["path"], "video_id": "", "failed_stage": "", "error": ""}
+    fingerprint = _stat(entry["path"])
+    try:
+        video = instantiate(probe_config).run(entry["path"])
+        video.update(name=entry["name"], stage_key=probe_key, row_id=video["video_id"])
+        store.upsert("videos", [video])
+        record.update(video)
+    except Exception as error:  # noqa: BLE001 - a bad file must not stop the run
+        record.update(failed_stage="probe", error=describe_error(error))
+        store.record_failure("", entry["path"], "probe", probe_key, record["error"], run_id)
+    if fingerprint:
+        store.record_source(entry["path"], *fingerprint, record["video_id"], probe_key, record["error"])
+    return record
+
+
+def _run_one(store: Store, stage, name: str, plan_keys: dict, upstream_keys: dict, record: dict,
+             run_id: str) -> dict:
+    record = dict(record)
+    if record["failed_stage"]:
+        record[f"rows__{name}"] = 0
+        return record
+    try:
+        record[f"rows__{name}"] = run_stage(store, stage, plan_keys[name], upstream_keys, record,
+                                            run_id, _node_id())
+    except Exception as error:  # noqa: BLE001 - recorded, then the run goes on
+        record.update(failed_stage=name, error=describe_error(error), **{f"rows__{name}": 0})
+        store.record_failure(record["video_id"], record["source_path"], name, plan_keys[name],
+                             record["error"], run_id)
+    return record
+
+
+def run_stateless(record: dict, settings: StoreSettings, name: str, config: dict, keys: dict,
+                  upstream_keys: dict, run_id: str) -> dict:
+    return _run_one(settings.open(), build_stage(config), name, keys, upstream_keys, record, run_id)
+
+
+class ModelStageWorker:
+    """One actor of a model stage's pool: builds the stage (and so loads its model) once."""
+
+    def __init__(self, settings: StoreSettings, name: str, config: dict, keys: dict,
+                 upstream_keys: dict, run_id: str):
+        self.store = settings.open()
+        self.stage = build_stage(config)
+        self.name, self.keys, self.upstream_keys, self.run_id = name, keys, upstream_keys, run_id
+
+    def __call__(self, record: dict) -> dict:
+        return _run_one(self.store, self.stage, self.name, self.keys, self.upstream_keys, record,
+                        self.run_id)
+
+
+def _stage_map(ds, plan: Plan, name: str, settings: StoreSettings, run_id: str, resources: dict):
+    args = dict(settings=settings, name=name, config=plan.configs[name], keys=plan.keys,
+                upstream_keys=plan.upstream_keys(name), run_id=run_id)
+    remote = dict(resources)
+    if plan.stages[name].stateful:
+        pool = ray.data.ActorPoolStrategy(size=remote.pop("concurrency", 1))
+        return ds.map(ModelStageWorker, fn_constructor_kwargs=args, compute=pool, **remote)
+    remote.pop("concurrency", None)
+    return ds.map(run_stateless, fn_kwargs=args, **remote)
+
+
+def init_ray(cfg: DictConfig) -> None:
+    if not ray.is_initialized():
+        ray.init(address=cfg.address or None, include_dashboard=False, log_to_driver=cfg.log_to_driver,
+                 configure_logging=True, logging_level="WARNING")
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = bool(cfg.progress_bars)
+
+
+@dataclasses.dataclass
+class Summary:
+    run_id: str
+    videos: int = 0
+    done: int = 0
+    skipped: int = 0
+    failed: int = 0
+    duplicates: int = 0
+    frames: int = 0
+    rows: dict = dataclasses.field(default_factory=dict)
+    failures: list = dataclasses.field(default_factory=list)
+    wall_seconds: float = 0.0
+    previous_wall_seconds: float | None = None
+
+    def lines(self) -> list[str]:
+        lines = [
+            f"videos: {self.videos} ({self.done} done, {self.skipped} skipped as complete, "
+            f"{self.failed} failed, {self.duplicates} duplicate files)",
+            f"frames written: {self.frames}; rows written per stage: {self.rows}",
+        ]
+        lines += [f"FAILED {f['path']} at {f['stage']}: {f['error']}" for f in self.failures]
+        wall = f"wall time: {self.wall_seconds:.1f} s"
+        if self.previous_wall_seconds is not None:
+            wall += (f" (previous run: {self.previous_wall_seconds:.1f} s, "
+                     f"ratio {self.wall_seconds / max(self.previous_wall_seconds, 1e-9):.2f})")
+        return lines + [wall]
+
+
+def _known(store: Store, entries: list[dict], probe_key: str) -> tuple[list[dict], list[dict]]:
+    """Split entries into records of files the store already probed unchanged, and the rest.
+
+    An unchanged file is never hashed or probed again; one whose probe failed stays failed until it
+    changes (its record says so), since ffprobe on the same bytes gives the same answer.
+    """
+    sources = store.sources([e["path"] for e in entries])
+    videos = store.videos_by_id(sorted({s["video_id"] for s in sources.values() if s["video_id"]}))
+    known, unknown = [], []
+    for entry in entries:
+        source = sources.get(entry["path"])
+        fresh = (source is not None and source["probe_key"] == probe_key
+                 and (source["size"], source["mtime_ns"]) == _stat(entry["path"]))
+        base = {"entry_path": entry["path"], "video_id": "", "failed_stage": "", "error": ""}
+        if fresh and source["error"]:
+            known.append(dict(base, failed_stage="probe", error=source["error"] + " (file unchanged since)"))
+        elif fresh and source["video_id"] in videos:
+            known.append(dict(base, **videos[source["video_id"]]))
+        else:
+            unknown.append(entry)
+    return known, unknown
+
+
+def precompute(cfg: DictConfig) -> Summary:
+    started, clock = utcnow(), time.monotonic()
+    run_id = started.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    plan = build_plan(cfg.stages)
+    settings = StoreSettings.from_config(cfg.store)
+    store = settings.open()
+    entries = [dataclasses.asdict(e) for e in read_manifest(cfg.dataset.manifest)]
+    for name in plan.stages:
+        store.register_stage_config(plan.keys[name], name, plan.stages[name].version, plan.describe(name))
+
+    records, unknown = _known(store, entries, plan.probe_key)
+    if unknown:
+        init_ray(cfg.ray)
+        records += (
+            ray.data.from_items(unknown)
+            .map(identify, fn_kwargs=dict(settings=settings, probe_config=plan.probe_config,
+                                          probe_key=plan.probe_key, run_id=run_id))
+            .take_all()
+        )
+
+    summary = Summary(run_id=run_id, previous_wall_seconds=_previous_wall(store))
+    unique, failed = {}, []
+    for record in records:
+        if record["failed_stage"]:
+            failed.append(record)
+        elif record["video_id"] in unique:
+            summary.duplicates += 1
+        else:
+            unique[record["video_id"]] = record
+    done = store.done_keys(unique)
+    pending = [r for r in unique.values() if any((r["video_id"], k) not in done for k in plan.keys.values())]
+    summary.skipped = len(unique) - len(pending)
+
+    finished = []
+    if pending:
+        init_ray(cfg.ray)
+        ds = ray.data.from_items(pending)
+        for name in plan.stages:
+            resources = OmegaConf.to_container(cfg.resources.get(name, cfg.resources.default), resolve=True)
+            ds = _stage_map(ds, plan, name, settings, run_id, resources)
+        finished = ds.take_all()
+    for record in finished:
+        for name in plan.stages:
+            summary.rows[name] = summary.rows.get(name, 0) + max(record.get(f"rows__{name}", 0), 0)
+        if record["failed_stage"]:
+            failed.append(record)
+        else:
+            summary.done += 1
+    summary.frames = summary.rows.get("frames", 0)
+    summary.videos = len(unique) + sum(1 for r in failed if not r["video_id"])
+    summary.failed = len(failed)
+    summary.failures = [{"path": r.get("source_path") or r["entry_path"], "stage": r["failed_stage"],
+                         "error": r["error"]} for r in failed]
+    if finished:
+        store.index_embeddings()
+        if cfg.store.compact_after_run:
+            store.compact()
+    summary.wall_seconds = time.monotonic() - clock
+    store.record_run(run_id, "precompute", started, summary.wall_seconds,
+                     json.dumps(dataclasses.asdict(summary), default=str))
+    return summary
+
+
+def _previous_wall(store: Store) -> float | None:
+    last = store.last_run("precompute")
+    return None if last is None else last["wall_seconds"]

@@ -1,0 +1,50 @@
+"""What every precompute stage is: a named, versioned transformation with an output-defining config.
+
+Stages know nothing of Ray, Hydra or the store. `run` takes one video (and, for stages with
+upstream artifacts, an iterator of their batches) and yields batches of rows for the stage's table;
+the pipeline adds the key columns and writes them.
+"""
+
+import dataclasses
+from collections.abc import Iterator
+from typing import ClassVar
+
+from store.keys import stage_key
+
+
+class StageError(RuntimeError):
+    """A stage could not process a video; the message says why, in the user's terms."""
+
+
+def runtime(default):
+    """A parameter that changes how a stage runs but not what it writes (so not part of its key)."""
+    return dataclasses.field(default=default, metadata={"runtime": True})
+
+
+@dataclasses.dataclass
+class Stage:
+    name: ClassVar[str]
+    version: ClassVar[int]
+    table: ClassVar[str]
+    # Field of each output row that tells rows of one video apart (part of the row id).
+    row_field: ClassVar[str]
+    # Stages whose artifacts `run` reads, in the order of its arguments after `video`.
+    upstream: ClassVar[tuple[str, ...]] = ()
+    # True for stages that hold a model: built once per worker and reused across videos.
+    stateful: ClassVar[bool] = False
+
+    # Rows per batch read from upstream and written to the store.
+    batch_size: int = dataclasses.field(default=32, metadata={"runtime": True}, kw_only=True)
+
+    def params(self) -> dict:
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if not f.metadata.get("runtime")
+        }
+
+    def key(self, upstream_keys: dict[str, str]) -> str:
+        return stage_key(self.name, self.version, self.params(), upstream_keys)
+
+    def run(self, video: dict, *inputs: Iterator[list]) -> Iterator[list[dict]]:
+        raise NotImplementedError

@@ -1,0 +1,65 @@
+"""Identify a video by its content and read its metadata with ffprobe."""
+
+import dataclasses
+import os
+from fractions import Fraction
+
+from stages.base import StageError
+from stages.ffmpeg import ffprobe
+from store.keys import content_id
+
+
+def _rate(text: str | None) -> float:
+    try:
+        return float(Fraction(text)) if text else 0.0
+    except (ValueError, ZeroDivisionError):
+        return 0.0
+
+
+def _rotation(stream: dict) -> int:
+    for side in stream.get("side_data_list", []):
+        if "rotation" in side:
+            return int(side["rotation"])
+    return int(stream.get("tags", {}).get("rotate", 0))
+
+
+@dataclasses.dataclass
+class ProbeVideo:
+    """The `videos` row of a file: content id, size, duration, fps, (displayed) size, codec, audio."""
+
+    name = "probe"
+    version = 1
+    timeout_s: float = 60.0
+
+    def run(self, path: str) -> dict:
+        if not os.path.isfile(path):
+            raise StageError("no such file")
+        stat = os.stat(path)
+        if stat.st_size == 0:
+            raise StageError("empty file (0 bytes)")
+        info = ffprobe(path, self.timeout_s)
+        streams = info.get("streams", [])
+        video = next(
+            (s for s in streams
+             if s.get("codec_type") == "video" and not s.get("disposition", {}).get("attached_pic")),
+            None,
+        )
+        if video is None:
+            raise StageError("no video stream")
+        duration = float(video.get("duration") or info.get("format", {}).get("duration") or 0.0)
+        if duration <= 0:
+            raise StageError("unknown or zero duration")
+        width, height = int(video.get("width", 0)), int(video.get("height", 0))
+        if abs(_rotation(video)) % 180 == 90:
+            width, height = height, width
+        return {
+            "video_id": content_id(path),
+            "source_path": path,
+            "size": stat.st_size,
+            "duration": duration,
+            "fps": _rate(video.get("avg_frame_rate")) or _rate(video.get("r_frame_rate")),
+            "width": width,
+            "height": height,
+            "codec": video.get("codec_name", "unknown"),
+            "has_audio": any(s.get("codec_type") == "audio" for s in streams),
+        }

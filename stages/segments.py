@@ -1,0 +1,32 @@
+"""Cut a video's span into consecutive n-second segments."""
+
+import dataclasses
+import math
+from collections.abc import Iterator
+
+from stages.base import Stage
+
+
+@dataclasses.dataclass
+class CutSegments(Stage):
+    """Segments [i*n, min((i+1)*n, duration)); a video shorter than n is one segment."""
+
+    name = "segments"
+    version = 1
+    table = "segments"
+    row_field = "segment_index"
+
+    seconds: float = 10.0
+
+    def __post_init__(self):
+        if self.seconds <= 0:
+            raise ValueError(f"stages.segments.seconds must be > 0, got {self.seconds}")
+
+    def run(self, video: dict) -> Iterator[list[dict]]:
+        duration = video["duration"]
+        count = max(1, math.ceil(duration / self.seconds - 1e-9))
+        yield [
+            {"segment_index": i, "start": i * self.seconds,
+             "end": min((i + 1) * self.seconds, duration)}
+            for i in range(count)
+        ]

@@ -1,0 +1,143 @@
+"""The pyarrow schema of every table in the store, declared once.
+
+Every artifact row carries `row_id` (the merge key: video id, stage key and the row's place in the
+video), `video_id` (a hash of the file's content) and `stage_key` (a hash of the config that made it).
+"""
+
+import pyarrow as pa
+
+# LanceDB's merge_insert detects concurrent inserts of the same key only for primary-key columns.
+_PRIMARY = {"lance-schema:unenforced-primary-key": "true"}
+
+
+def _row_id() -> pa.Field:
+    return pa.field("row_id", pa.string(), nullable=False, metadata=_PRIMARY)
+
+
+def _artifact(*fields: pa.Field) -> pa.Schema:
+    return pa.schema(
+        [_row_id(), pa.field("video_id", pa.string()), pa.field("stage_key", pa.string()), *fields]
+    )
+
+
+VIDEOS = _artifact(
+    # The dataset's own name for the video (a manifest id, else the file name without extension).
+    pa.field("name", pa.string()),
+    pa.field("source_path", pa.string()),
+    pa.field("size", pa.int64()),
+    pa.field("duration", pa.float64()),
+    pa.field("fps", pa.float64()),
+    pa.field("width", pa.int32()),
+    pa.field("height", pa.int32()),
+    pa.field("codec", pa.string()),
+    pa.field("has_audio", pa.bool_()),
+)
+
+# Every file path seen, with the content id it had at that size and mtime, so an unchanged file is
+# never hashed or probed twice; `error` is set where probing this exact file failed.
+SOURCES = pa.schema(
+    [
+        _row_id(),
+        pa.field("source_path", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("mtime_ns", pa.int64()),
+        pa.field("video_id", pa.string()),
+        pa.field("probe_key", pa.string()),
+        pa.field("error", pa.string()),
+    ]
+)
+
+FRAMES = _artifact(
+    pa.field("frame_index", pa.int32()),
+    pa.field("timestamp", pa.float64()),
+    pa.field("jpeg", pa.binary()),
+    pa.field("width", pa.int32()),
+    pa.field("height", pa.int32()),
+)
+
+SEGMENTS = _artifact(
+    pa.field("segment_index", pa.int32()),
+    pa.field("start", pa.float64()),
+    pa.field("end", pa.float64()),
+)
+
+
+def frame_embeddings(dim: int) -> pa.Schema:
+    return _artifact(
+        pa.field("frame_index", pa.int32()),
+        pa.field("timestamp", pa.float64()),
+        pa.field("vector", pa.list_(pa.float32(), dim)),
+        pa.field("model", pa.string()),
+        pa.field("description", pa.string()),
+    )
+
+
+# One row per (video, stage key) whose artifacts are completely written; readers trust nothing else.
+STAGE_DONE = pa.schema(
+    [
+        _row_id(),
+        pa.field("video_id", pa.string()),
+        pa.field("stage", pa.string()),
+        pa.field("stage_key", pa.string()),
+        pa.field("rows", pa.int64()),
+        pa.field("seconds", pa.float64()),
+        pa.field("node_id", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("finished_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+# What each stage key stands for, so a key found in the store can be read back as a config.
+STAGE_CONFIGS = pa.schema(
+    [
+        _row_id(),
+        pa.field("stage", pa.string()),
+        pa.field("version", pa.int32()),
+        pa.field("config_json", pa.string()),
+    ]
+)
+
+FAILURES = pa.schema(
+    [
+        _row_id(),
+        pa.field("video_id", pa.string()),
+        pa.field("source_path", pa.string()),
+        pa.field("stage", pa.string()),
+        pa.field("stage_key", pa.string()),
+        pa.field("error", pa.string()),
+        pa.field("run_id", pa.string()),
+        pa.field("failed_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+RUNS = pa.schema(
+    [
+        _row_id(),
+        pa.field("job", pa.string()),
+        pa.field("started_at", pa.timestamp("us", tz="UTC")),
+        pa.field("wall_seconds", pa.float64()),
+        pa.field("summary_json", pa.string()),
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "videos": VIDEOS,
+    "sources": SOURCES,
+    "frames": FRAMES,
+    "segments": SEGMENTS,
+    "stage_done": STAGE_DONE,
+    "stage_configs": STAGE_CONFIGS,
+    "failures": FAILURES,
+    "runs": RUNS,
+}
+
+
+def schema_for(table: str) -> pa.Schema:
+    """Schema of a table; embedding tables are named by their vector size (`frame_embeddings_384`)."""
+    if table.startswith("frame_embeddings_"):
+        return frame_embeddings(int(table.rsplit("_", 1)[1]))
+    return TABLES[table]
+
+
+def embedding_table(dim: int) -> str:
+    return f"frame_embeddings_{dim}"

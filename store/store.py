@@ -1,0 +1,284 @@
+"""The one owner of the LanceDB database: idempotent writes, completion markers and the read API."""
+
+import datetime as dt
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+
+from store import schema
+from store.keys import row_id
+
+def _quote(value: str) -> str:
+    """A SQL string literal (paths may hold quotes, spaces, anything)."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _in(column: str, values: Iterable[str]) -> str:
+    return f"{column} IN ({', '.join(_quote(v) for v in values)})"
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class ArtifactMissing(LookupError):
+    """The asked-for artifact is not completely in the store (never computed, or still being written)."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    video_id: str
+    frame_index: int
+    timestamp: float
+    jpeg: bytes
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class Segment:
+    video_id: str
+    segment_index: int
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    video_id: str
+    timestamp: float
+    score: float
+    description: str | None
+
+
+class Store:
+    """A LanceDB database at `uri` (a local folder or any LanceDB URI such as `s3://bucket/prefix`).
+
+    Tables with an ANN index of at least `ann_min_rows` rows are searched through it; smaller ones
+    exactly.
+    """
+
+    def __init__(self, uri: str, storage_options: dict | None = None, ann_min_rows: int = 100_000):
+        self.uri = str(uri)
+        self.ann_min_rows = ann_min_rows
+        self._db = lancedb.connect(self.uri, storage_options=dict(storage_options or {}))
+        self._tables: dict[str, lancedb.table.Table] = {}
+
+    # -- tables ---------------------------------------------------------------------------------
+
+    def table(self, name: str):
+        if name not in self._tables:
+            self._tables[name] = self._db.create_table(
+                name, schema=schema.schema_for(name), exist_ok=True
+            )
+        return self._tables[name]
+
+    def table_names(self) -> list[str]:
+        return sorted(self._db.table_names())
+
+    def upsert(self, name: str, rows: list[dict] | pa.Table) -> None:
+        """Write rows idempotently: a row whose `row_id` exists is replaced, never duplicated."""
+        data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema.schema_for(name))
+        if data.num_rows == 0:
+            return
+        (
+            self.table(name)
+            .merge_insert("row_id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(data)
+        )
+
+    def scan(self, name: str, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
+        if name not in self._tables and name not in self._db.table_names():
+            return schema.schema_for(name).empty_table()
+        query = self.table(name).search()
+        if where:
+            query = query.where(where)
+        if columns:
+            query = query.select(columns)
+        return query.limit(None).to_arrow()
+
+    # -- stage bookkeeping ----------------------------------------------------------------------
+
+    def register_stage_config(self, key: str, stage: str, version: int, config_json: str) -> None:
+        self.upsert(
+            "stage_configs",
+            [{"row_id": key, "stage": stage, "version": version, "config_json": config_json}],
+        )
+
+    def mark_done(self, video_id: str, stage: str, key: str, rows: int, seconds: float,
+                  node_id: str, run_id: str) -> None:
+        self.upsert("stage_done", [{
+            "row_id": row_id(video_id, key, "done"), "video_id": video_id, "stage": stage,
+            "stage_key": key, "rows": rows, "seconds": seconds, "node_id": node_id,
+            "run_id": run_id, "finished_at": utcnow(),
+        }])
+
+    def done_keys(self, video_ids: Iterable[str]) -> set[tuple[str, str]]:
+        """The (video id, stage key) pairs whose artifacts are complete."""
+        ids, done = list(video_ids), set()
+        for i in range(0, len(ids), 500):
+            rows = self.scan("stage_done", _in("video_id", ids[i : i + 500]), ["video_id", "stage_key"])
+            done.update(zip(rows["video_id"].to_pylist(), rows["stage_key"].to_pylist()))
+        return done
+
+    def is_done(self, video_id: str, key: str) -> bool:
+        return (video_id, key) in self.done_keys([video_id])
+
+    def record_failure(self, video_id: str, source_path: str, stage: str, key: str, error: str,
+                       run_id: str) -> None:
+        self.upsert("failures", [{
+            "row_id": row_id(video_id or source_path, key, run_id), "video_id": video_id,
+            "source_path": source_path, "stage": stage, "stage_key": key, "error": error,
+            "run_id": run_id, "failed_at": utcnow(),
+        }])
+
+    def record_run(self, run_id: str, job: str, started_at: dt.datetime, wall_seconds: float,
+                   summary_json: str) -> None:
+        self.upsert("runs", [{
+            "row_id": run_id, "job": job, "started_at": started_at, "wall_seconds": wall_seconds,
+            "summary_json": summary_json,
+        }])
+
+    def last_run(self, job: str) -> dict | None:
+        runs = self.scan("runs", f"job = {_quote(job)}").to_pylist()
+        return max(runs, key=lambda r: r["started_at"]) if runs else None
+
+    def record_source(self, path: str, size: int, mtime_ns: int, video_id: str, probe_key: str,
+                      error: str = "") -> None:
+        self.upsert("sources", [{
+            "row_id": path, "source_path": path, "size": size, "mtime_ns": mtime_ns,
+            "video_id": video_id, "probe_key": probe_key, "error": error,
+        }])
+
+    def sources(self, paths: list[str]) -> dict[str, dict]:
+        """What the store knows of these paths (their last size, mtime, id or probe error)."""
+        known = {}
+        for i in range(0, len(paths), 500):
+            rows = self.scan("sources", _in("row_id", paths[i : i + 500])).to_pylist()
+            known.update((r["source_path"], r) for r in rows)
+        return known
+
+    def videos_by_id(self, video_ids: list[str]) -> dict[str, dict]:
+        found = {}
+        for i in range(0, len(video_ids), 500):
+            rows = self.scan("videos", _in("video_id", video_ids[i : i + 500])).to_pylist()
+            found.update((r["video_id"], r) for r in rows)
+        return found
+
+    # -- read API for agents --------------------------------------------------------------------
+
+    def _require_done(self, video_id: str, key: str) -> None:
+        if not self.is_done(video_id, key):
+            raise ArtifactMissing(
+                f"video {video_id} has no complete artifacts for stage key {key} in {self.uri}; "
+                "run `vidprep precompute` with the matching config"
+            )
+
+    def video(self, video_id: str) -> dict:
+        rows = self.scan("videos", f"video_id = {_quote(video_id)}").to_pylist()
+        if not rows:
+            raise ArtifactMissing(f"no video {video_id} in {self.uri}")
+        return rows[0]
+
+    def videos(self) -> list[dict]:
+        return self.scan("videos").to_pylist()
+
+    def _frames(self, video_id: str, key: str, where: str = "", with_jpeg: bool = True) -> list[Frame]:
+        self._require_done(video_id, key)
+        condition = f"video_id = {_quote(video_id)} AND stage_key = {_quote(key)}" + where
+        columns = ["video_id", "frame_index", "timestamp", "width", "height"]
+        rows = self.scan("frames", condition, columns + ["jpeg"] if with_jpeg else columns)
+        frames = [
+            Frame(jpeg=r.pop("jpeg", b""), **r) for r in rows.to_pylist()
+        ]
+        return sorted(frames, key=lambda f: f.frame_index)
+
+    def frames_in_range(self, video_id: str, key: str, start: float, end: float) -> list[Frame]:
+        return self._frames(video_id, key, f" AND timestamp >= {float(start)} AND timestamp <= {float(end)}")
+
+    def iter_frames(self, video_id: str, key: str, batch_size: int = 64) -> Iterator[list[Frame]]:
+        """All frames of a video in order, a batch at a time, so memory stays flat for long videos."""
+        index = self._frames(video_id, key, with_jpeg=False)
+        for i in range(0, len(index), batch_size):
+            chunk = index[i : i + batch_size]
+            yield self._frames(
+                video_id, key,
+                f" AND frame_index >= {chunk[0].frame_index} AND frame_index <= {chunk[-1].frame_index}",
+            )
+
+    def frame_nearest(self, video_id: str, key: str, t: float) -> Frame:
+        index = self._frames(video_id, key, with_jpeg=False)
+        if not index:
+            raise ArtifactMissing(f"video {video_id} has no frames for stage key {key}")
+        nearest = min(index, key=lambda f: abs(f.timestamp - t))
+        return self._frames(video_id, key, f" AND frame_index = {nearest.frame_index}")[0]
+
+    def evenly_spaced_frames(self, video_id: str, key: str, n: int) -> list[Frame]:
+        """N frames at 0, 1/(n-1), …, 1 of the video's span (the first frame when n is 1)."""
+        index = self._frames(video_id, key, with_jpeg=False)
+        if not index:
+            raise ArtifactMissing(f"video {video_id} has no frames for stage key {key}")
+        last = len(index) - 1
+        picks = sorted({round(i * last / (n - 1)) if n > 1 else 0 for i in range(n)})
+        wanted = ", ".join(str(index[p].frame_index) for p in picks)
+        return self._frames(video_id, key, f" AND frame_index IN ({wanted})")
+
+    def segments(self, video_id: str, key: str) -> list[Segment]:
+        self._require_done(video_id, key)
+        rows = self.scan(
+            "segments",
+            f"video_id = {_quote(video_id)} AND stage_key = {_quote(key)}",
+            ["video_id", "segment_index", "start", "end"],
+        )
+        return sorted((Segment(**r) for r in rows.to_pylist()), key=lambda s: s.segment_index)
+
+    def search(self, query: np.ndarray, key: str, video_id: str | None = None,
+               k: int = 5) -> list[SearchHit]:
+        """Top-k frames by cosine similarity to `query` among complete embeddings of stage `key`."""
+        name = schema.embedding_table(len(query))
+        if name not in self._db.table_names():
+            return []
+        if video_id:
+            self._require_done(video_id, key)
+            ids = [video_id]
+        else:
+            done = self.scan("stage_done", f"stage_key = {_quote(key)}", ["video_id"])
+            ids = done["video_id"].to_pylist()
+        if not ids:
+            return []
+        rows = (
+            self.table(name)
+            .search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
+            .distance_type("cosine")
+            .where(f"stage_key = {_quote(key)} AND {_in('video_id', ids)}", prefilter=True)
+            .select(["video_id", "timestamp", "description"])
+            .limit(k)
+            .to_list()
+        )
+        return [
+            SearchHit(r["video_id"], r["timestamp"], 1.0 - r["_distance"], r["description"])
+            for r in rows
+        ]
+
+    def index_embeddings(self) -> list[str]:
+        """Build (or rebuild) the ANN index of every embedding table that has grown past the threshold."""
+        built = []
+        for name in self.table_names():
+            if not name.startswith("frame_embeddings_"):
+                continue
+            table = self.table(name)
+            if table.count_rows() >= self.ann_min_rows:
+                table.create_index(metric="cosine", vector_column_name="vector",
+                                   index_type="IVF_HNSW_SQ", replace=True)
+                built.append(name)
+        return built
+
+    def compact(self) -> None:
+        """Merge the small fragments that many per-video writes leave behind."""
+        for name in self.table_names():
+            self.table(name).optimize()
