@@ -23,3 +23,7 @@ def main() -> None:
     name = sys.argv.pop(1)
     sys.argv[0] = f"vidprep {name}"
     importlib.import_module(COMMANDS[name][0]).main()
+
+
+if __name__ == "__main__":
+    main()

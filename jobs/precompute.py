@@ -3,6 +3,7 @@
 import hydra
 from omegaconf import DictConfig
 
+from jobs.errors import user_errors
 from jobs.sample import make_sample
 from pipeline.precompute import precompute
 
@@ -11,7 +12,8 @@ from pipeline.precompute import precompute
 def main(cfg: DictConfig) -> None:
     if cfg.dataset.make_sample:
         make_sample(cfg.dataset.manifest)
-    summary = precompute(cfg)
+    with user_errors():
+        summary = precompute(cfg)
     print("\n".join(summary.lines()))
 
 

@@ -4,6 +4,7 @@ import argparse
 import os
 
 from jobs.config import load_config
+from jobs.errors import user_errors
 from pipeline.plan import build_plan
 from pipeline.precompute import StoreSettings
 from store.keys import content_id
@@ -27,10 +28,11 @@ def main() -> None:
     parser.add_argument("video", help="video id, dataset name, file path, or 'all'")
     parser.add_argument("text")
     parser.add_argument("-k", type=int, default=5)
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. stages.frames.fps=2")
-    args = parser.parse_args()
-    cfg = load_config(args.overrides)
-    plan = build_plan(cfg.stages)
+    parser.epilog = "Any further arguments are Hydra overrides, e.g. stages.frames.fps=2"
+    args, overrides = parser.parse_known_args()
+    cfg = load_config(overrides)
+    with user_errors():
+        plan = build_plan(cfg.stages)
     stage = plan.stages["frame_embeddings"]
     store = StoreSettings.from_config(cfg.store).open()
     names = {row["video_id"]: row["name"] for row in store.videos()}

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from stages.base import Stage
+from stages.base import ConfigError, Stage
 from stages.probe import ProbeVideo
 
 
@@ -44,10 +44,10 @@ def build_plan(stages_cfg: DictConfig) -> Plan:
     for name, config in configs.items():
         stage = build_stage(config)
         if stage.name != name:
-            raise ValueError(f"stages.{name} builds stage {stage.name!r}; name it stages.{stage.name}")
+            raise ConfigError(f"stages.{name} builds stage {stage.name!r}; name it stages.{stage.name}")
         missing = [u for u in stage.upstream if u not in stages]
         if missing:
-            raise ValueError(f"stages.{name} needs stages {missing} configured before it")
+            raise ConfigError(f"stages.{name} needs stages {missing} configured before it")
         stages[name] = stage
         keys[name] = stage.key({u: keys[u] for u in stage.upstream})
     return Plan(probe=probe, probe_config=probe_config, stages=stages, keys=keys, configs=configs)

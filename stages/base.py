@@ -12,6 +12,10 @@ from typing import ClassVar
 from store.keys import stage_key
 
 
+class ConfigError(ValueError):
+    """A stage parameter is out of range; the message names the setting and the value."""
+
+
 class StageError(RuntimeError):
     """A stage could not process a video; the message says why, in the user's terms."""
 

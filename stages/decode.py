@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import ffmpeg
 from PIL import Image
 
-from stages.base import Stage, runtime
+from stages.base import ConfigError, Stage, runtime
 from stages.ffmpeg import stream_jpegs
 
 
@@ -30,11 +30,11 @@ class DecodeFrames(Stage):
 
     def __post_init__(self):
         if self.fps <= 0:
-            raise ValueError(f"stages.frames.fps must be > 0, got {self.fps}")
+            raise ConfigError(f"stages.frames.fps must be > 0, got {self.fps}")
         if self.max_side < 16:
-            raise ValueError(f"stages.frames.max_side must be >= 16, got {self.max_side}")
+            raise ConfigError(f"stages.frames.max_side must be >= 16, got {self.max_side}")
         if not 2 <= self.jpeg_qscale <= 31:
-            raise ValueError(f"stages.frames.jpeg_qscale must be in 2..31, got {self.jpeg_qscale}")
+            raise ConfigError(f"stages.frames.jpeg_qscale must be in 2..31, got {self.jpeg_qscale}")
 
     def ffmpeg_args(self, path: str) -> list[str]:
         side = self.max_side

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from stages.base import ConfigError
+
 _LABELS = Path(__file__).parent / "data" / "imagenet_labels.txt"
 _MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 _STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -47,7 +49,7 @@ class LabelTextEmbedder:
     def __init__(self, classifier: str = "shipped", text_model: str = "shipped", top_k: int = 5,
                  template: str = "a photo of a {}"):
         if top_k < 1:
-            raise ValueError(f"model.top_k must be >= 1, got {top_k}")
+            raise ConfigError(f"model.top_k must be >= 1, got {top_k}")
         self.classifier = classifier
         self.text_model = text_model
         self.top_k = top_k

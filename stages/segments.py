@@ -4,7 +4,7 @@ import dataclasses
 import math
 from collections.abc import Iterator
 
-from stages.base import Stage
+from stages.base import ConfigError, Stage
 
 
 @dataclasses.dataclass
@@ -20,7 +20,7 @@ class CutSegments(Stage):
 
     def __post_init__(self):
         if self.seconds <= 0:
-            raise ValueError(f"stages.segments.seconds must be > 0, got {self.seconds}")
+            raise ConfigError(f"stages.segments.seconds must be > 0, got {self.seconds}")
 
     def run(self, video: dict) -> Iterator[list[dict]]:
         duration = video["duration"]

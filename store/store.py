@@ -64,7 +64,9 @@ class Store:
     def __init__(self, uri: str, storage_options: dict | None = None, ann_min_rows: int = 100_000):
         self.uri = str(uri)
         self.ann_min_rows = ann_min_rows
-        self._db = lancedb.connect(self.uri, storage_options=dict(storage_options or {}))
+        # Workers in other processes write while this handle reads: check for new versions on every read.
+        self._db = lancedb.connect(self.uri, storage_options=dict(storage_options or {}),
+                                   read_consistency_interval=dt.timedelta(0))
         self._tables: dict[str, lancedb.table.Table] = {}
 
     # -- tables ---------------------------------------------------------------------------------
@@ -77,7 +79,12 @@ class Store:
         return self._tables[name]
 
     def table_names(self) -> list[str]:
-        return sorted(self._db.table_names())
+        names, token = [], None
+        while True:
+            page = self._db.list_tables(page_token=token)
+            names += page.tables
+            if not (token := page.page_token):
+                return sorted(names)
 
     def upsert(self, name: str, rows: list[dict] | pa.Table) -> None:
         """Write rows idempotently: a row whose `row_id` exists is replaced, never duplicated."""
@@ -93,7 +100,7 @@ class Store:
         )
 
     def scan(self, name: str, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
-        if name not in self._tables and name not in self._db.table_names():
+        if name not in self._tables and name not in self.table_names():
             return schema.schema_for(name).empty_table()
         query = self.table(name).search()
         if where:
@@ -241,7 +248,7 @@ class Store:
                k: int = 5) -> list[SearchHit]:
         """Top-k frames by cosine similarity to `query` among complete embeddings of stage `key`."""
         name = schema.embedding_table(len(query))
-        if name not in self._db.table_names():
+        if name not in self.table_names():
             return []
         if video_id:
             self._require_done(video_id, key)

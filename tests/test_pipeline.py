@@ -1,0 +1,126 @@
+"""The cached Ray pipeline end to end: real Ray, real LanceDB, real ffmpeg, the real embedding model."""
+
+import json
+import math
+
+import pytest
+
+from pipeline.manifest import ManifestError, read_manifest
+from pipeline.plan import build_plan
+from pipeline.precompute import StoreSettings, precompute
+from store.keys import content_id
+from tests.conftest import config_for
+
+
+def test_sample_precompute_summary(precomputed, sample_dir):
+    _, store, summary = precomputed
+    assert (summary.videos, summary.done, summary.failed, summary.duplicates) == (4, 3, 1, 1)
+    assert summary.failures[0]["path"].endswith("corrupt.mp4")
+    assert "Invalid data" in summary.failures[0]["error"]
+    failures = store.scan("failures").to_pylist()
+    assert [f["stage"] for f in failures] == ["probe"] and failures[0]["source_path"].endswith("corrupt.mp4")
+    truth = json.loads((sample_dir / "scenes.json").read_text())
+    assert summary.frames == sum(math.ceil(truth[v]["duration"]) for v in ("scenes.mp4", "places.mp4", "short.mp4"))
+
+
+def test_same_content_under_two_names_is_one_video(precomputed, sample_dir):
+    _, store, _ = precomputed
+    ids = [v["video_id"] for v in store.videos()]
+    assert len(ids) == 3 == len(set(ids))
+    assert content_id(sample_dir / "scenes.mp4") in ids
+    assert content_id(sample_dir / "scenes.mp4") == content_id(sample_dir / "scenes_copy.mp4")
+
+
+def test_every_artifact_row_carries_its_stage_key(precomputed):
+    cfg, store, _ = precomputed
+    plan = build_plan(cfg.stages)
+    frames = store.scan("frames", columns=["stage_key", "row_id"])
+    assert set(frames["stage_key"].to_pylist()) == {plan.keys["frames"]}
+    assert len(set(frames["row_id"].to_pylist())) == frames.num_rows
+    configs = {r["row_id"]: json.loads(r["config_json"]) for r in store.scan("stage_configs").to_pylist()}
+    assert configs[plan.keys["frames"]]["params"]["fps"] == 1.0
+    assert configs[plan.keys["frame_embeddings"]]["upstream"] == {"frames": plan.keys["frames"]}
+
+
+def test_second_run_skips_all_work(precomputed):
+    cfg, store, first = precomputed
+    before = {name: store.table(name).count_rows() for name in store.table_names() if name != "runs"}
+    again = precompute(cfg)
+    assert (again.done, again.skipped, again.failed, again.frames) == (0, 3, 1, 0)
+    assert "file unchanged since" in again.failures[0]["error"]
+    assert again.previous_wall_seconds is not None
+    assert again.wall_seconds < 0.25 * first.wall_seconds
+    after = {name: store.table(name).count_rows() for name in store.table_names() if name != "runs"}
+    assert after == before
+
+
+def test_changed_parameter_writes_beside_the_old(tmp_path, sample_dir, ray_session):
+    manifest = tmp_path / "one.csv"
+    manifest.write_text(f"path,id\n{sample_dir / 'places.mp4'},places\n")
+    one = config_for(tmp_path / "db", manifest)
+    two = config_for(tmp_path / "db", manifest, "stages.frames.fps=2")
+    precompute(one)
+    precompute(two)
+    store = StoreSettings.from_config(one.store).open()
+    video_id = content_id(sample_dir / "places.mp4")
+    key_one, key_two = build_plan(one.stages).keys, build_plan(two.stages).keys
+    assert key_one["frames"] != key_two["frames"]
+    assert key_one["segments"] == key_two["segments"]
+    assert key_one["frame_embeddings"] != key_two["frame_embeddings"]
+    assert len(store.frames_in_range(video_id, key_one["frames"], 0, 100)) == 10
+    assert len(store.frames_in_range(video_id, key_two["frames"], 0, 100)) == 20
+    assert store.video(video_id)["name"] == "places"
+
+
+def test_bad_files_are_reported_while_good_ones_complete(tmp_path, sample_dir, ray_session):
+    from tests.conftest import SHARED_VIDEOS
+
+    (tmp_path / "empty.mp4").write_bytes(b"")
+    rows = [
+        {"path": str(sample_dir / "short.mp4")},
+        {"path": str(SHARED_VIDEOS / "corrupted.mp4")},
+        {"path": str(tmp_path / "empty.mp4")},
+        {"path": str(tmp_path / "missing.mp4"), "id": "ghost"},
+    ]
+    manifest = tmp_path / "videos.jsonl"
+    manifest.write_text("\n".join(json.dumps(r) for r in rows))
+    summary = precompute(config_for(tmp_path / "db", manifest))
+    reasons = {f["path"].rsplit("/", 1)[1]: (f["stage"], f["error"]) for f in summary.failures}
+    assert summary.done == 1 and summary.failed == 3
+    assert reasons["corrupted.mp4"][0] == "frames" and "Invalid NAL unit size" in reasons["corrupted.mp4"][1]
+    assert reasons["empty.mp4"] == ("probe", "empty file (0 bytes)")
+    assert reasons["missing.mp4"] == ("probe", "no such file")
+    store = StoreSettings.from_config(config_for(tmp_path / "db", manifest).store).open()
+    corrupt_id = content_id(SHARED_VIDEOS / "corrupted.mp4")
+    assert store.scan("frames", f"video_id = '{corrupt_id}'").num_rows == 0 or not store.done_keys([corrupt_id])
+
+
+def test_manifest_formats(tmp_path, sample_dir):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "m.csv").write_text("path,id\nscenes.mp4,s1\n")
+    (tmp_path / "m.jsonl").write_text('{"path": "/abs/scenes.mp4"}\n')
+    pq.write_table(pa.table({"path": ["x.mov"], "id": ["x"]}), tmp_path / "m.parquet")
+    assert read_manifest(tmp_path / "m.csv")[0].name == "s1"
+    assert read_manifest(tmp_path / "m.csv")[0].path == str(tmp_path / "scenes.mp4")
+    assert read_manifest(tmp_path / "m.jsonl")[0].path == "/abs/scenes.mp4"
+    assert read_manifest(tmp_path / "m.parquet")[0].name == "x"
+    assert [e.name for e in read_manifest(sample_dir)] == ["corrupt", "places", "scenes", "scenes_copy", "short"]
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("bad.jsonl", '{"path": "a.mp4"}\n{not json', "cannot read manifest"),
+    ("bad.csv", "file\na.mp4\n", "missing 'path'"),
+    ("bad.txt", "a.mp4\n", "unknown manifest format"),
+])
+def test_malformed_manifest_names_the_file(tmp_path, name, content, message):
+    (tmp_path / name).write_text(content)
+    with pytest.raises(ManifestError, match=message) as error:
+        read_manifest(tmp_path / name)
+    assert name in str(error.value)
+
+
+def test_missing_manifest_is_a_clear_error(tmp_path):
+    with pytest.raises(ManifestError, match="manifest not found"):
+        read_manifest(tmp_path / "nope.csv")

@@ -1,0 +1,83 @@
+"""The read API over a precomputed store, text-to-frame search, and the ANN index."""
+
+import numpy as np
+import pytest
+
+from pipeline.plan import build_plan
+from store.keys import content_id
+from store.store import ArtifactMissing, Store
+
+
+@pytest.fixture(scope="module")
+def scenes(precomputed, sample_dir):
+    cfg, store, _ = precomputed
+    return store, build_plan(cfg.stages).keys, content_id(sample_dir / "scenes.mp4")
+
+
+@pytest.mark.parametrize("query,start,end", [
+    ("a cat", 0.0, 4.0), ("a rocket", 4.0, 8.0), ("a cup of coffee", 8.0, 12.0),
+])
+def test_text_search_finds_the_photos_scene_first(scenes, embedder, query, start, end):
+    store, keys, video_id = scenes
+    hits = store.search(embedder.embed_texts([query])[0], keys["frame_embeddings"], video_id, k=4)
+    assert len(hits) == 4
+    assert all(start <= hit.timestamp < end for hit in hits), hits
+    assert hits[0].score > 0.3 and hits[0].description.startswith("Looks like:")
+
+
+def test_search_over_all_videos_ranks_the_right_video_first(scenes, embedder):
+    store, keys, video_id = scenes
+    hits = store.search(embedder.embed_texts(["a cat"])[0], keys["frame_embeddings"], None, k=3)
+    assert {hit.video_id for hit in hits} == {video_id}
+
+
+def test_read_api(scenes):
+    store, keys, video_id = scenes
+    in_range = store.frames_in_range(video_id, keys["frames"], 3.5, 6.0)
+    assert [f.timestamp for f in in_range] == [4.0, 5.0, 6.0]
+    assert in_range[0].jpeg[:2] == b"\xff\xd8"
+    assert store.frame_nearest(video_id, keys["frames"], 7.4).timestamp == 7.0
+    assert [f.timestamp for f in store.evenly_spaced_frames(video_id, keys["frames"], 5)] == [0, 4, 8, 11, 15]
+    assert [(s.start, s.end) for s in store.segments(video_id, keys["segments"])] == [(0, 10), (10, 16)]
+    batches = list(store.iter_frames(video_id, keys["frames"], batch_size=6))
+    assert [len(b) for b in batches] == [6, 6, 4]
+
+
+def test_unknown_key_is_a_clear_miss(scenes):
+    store, _, video_id = scenes
+    with pytest.raises(ArtifactMissing, match="frames-000000000000"):
+        store.frames_in_range(video_id, "frames-000000000000", 0, 10)
+
+
+def _rows(n: int, dim: int, rng) -> list[dict]:
+    vectors = rng.normal(size=(n, dim)).astype(np.float32)
+    return [
+        {"row_id": f"v{i % 3}/k/{i}", "video_id": f"v{i % 3}", "stage_key": "k", "frame_index": i,
+         "timestamp": float(i), "vector": v.tolist(), "model": "random", "description": None}
+        for i, v in enumerate(vectors)
+    ]
+
+
+def test_ann_index_is_built_past_the_threshold_and_used(tmp_path):
+    rng = np.random.default_rng(0)
+    store = Store(str(tmp_path / "db"), ann_min_rows=2000)
+    rows = _rows(3000, 32, rng)
+    store.upsert("frame_embeddings_32", rows)
+    for video in ("v0", "v1", "v2"):
+        store.mark_done(video, "frame_embeddings", "k", 1000, 0.0, "n", "r")
+    assert store.index_embeddings() == ["frame_embeddings_32"]
+    assert store.table("frame_embeddings_32").list_indices()
+    target = rows[1234]
+    hits = store.search(np.array(target["vector"]), "k", k=3)
+    assert hits[0].timestamp == 1234.0 and hits[0].score == pytest.approx(1.0, abs=0.05)
+    small = Store(str(tmp_path / "small"), ann_min_rows=2000)
+    small.upsert("frame_embeddings_32", rows[:100])
+    assert small.index_embeddings() == []
+
+
+def test_upsert_is_idempotent(tmp_path):
+    store = Store(str(tmp_path / "db"))
+    rows = _rows(10, 8, np.random.default_rng(1))
+    store.upsert("frame_embeddings_8", rows)
+    store.upsert("frame_embeddings_8", rows[5:])
+    assert store.table("frame_embeddings_8").count_rows() == 10
