@@ -8,6 +8,8 @@ COMMANDS = {
     "precompute": ("jobs.precompute", "precompute a dataset's artifacts into the store (Hydra job)"),
     "search": ("jobs.search", 'VIDEO_OR_ALL "text": top frames for a text query'),
     "sample": ("jobs.sample", "[FOLDER]: write the built-in sample videos"),
+    "serve-llm": ("jobs.serve_llm", "run the embedded llama.cpp server with the shipped SmolLM2"),
+    "show": ("jobs.show", "VIDEO_ID_OR_PATH: print a video's artifacts"),
 }
 
 

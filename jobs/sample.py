@@ -22,7 +22,7 @@ SAMPLE = {
     "scenes.mp4": {
         "scenes": [("chelsea", 4.0, None), ("rocket", 4.0, None),
                    ("coffee", 4.0, "EXIT 42"), ("astronaut", 4.0, None)],
-        "speech": ("The cat sat on the mat. Then a rocket flew into space.", 1.0),
+        "speech": ("Hello and welcome. This video shows a cat, a rocket, a cup of coffee and an astronaut.", 1.0),
     },
     "places.mp4": {
         "scenes": [("china", 5.0, "Breaking News: Summer Palace"), ("flower", 5.0, None)],
@@ -79,7 +79,7 @@ def _make_video(path: Path, spec: dict, work: Path) -> dict:
         wav = work / f"{path.stem}.wav"
         if shutil.which("espeak-ng") is None:
             raise RuntimeError("espeak-ng not found: install it (`apt-get install espeak-ng`) to make the sample")
-        subprocess.run(["espeak-ng", "-w", str(wav), text], check=True)
+        subprocess.run(["espeak-ng", "-v", "en-us", "-s", "130", "-w", str(wav), text], check=True)
         inputs += ["-i", str(wav)]
         delay = int(offset * 1000)
         graph += f";[{count}:a]adelay={delay}:all=1,apad[a]"

@@ -18,7 +18,10 @@ def resolve_video(store: Store, video: str) -> str | None:
     if os.path.isfile(video):
         return content_id(video)
     for row in store.videos():
-        if video in (row["video_id"], row["name"]):
+        if video == row["video_id"]:
+            return video
+    for row in store.scan("sources").to_pylist():
+        if row["video_id"] and video == os.path.splitext(os.path.basename(row["source_path"]))[0]:
             return row["video_id"]
     raise SystemExit(f"error: no video {video!r} in the store {store.uri} (give an id, a name, a path or 'all')")
 

@@ -9,8 +9,19 @@ from stages.base import Stage, StageError
 from store.keys import row_id
 from store.store import Store
 
+
+def _whole(read):
+    """A reader that hands a stage all of a small artifact (segments, captions) as one batch."""
+    return lambda store, video_id, key, _batch_size: iter([read(store, video_id, key)])
+
+
 # How a stage's upstream artifacts are read back, by upstream stage name.
-READERS = {"frames": Store.iter_frames}
+READERS = {
+    "frames": Store.iter_frames,
+    "segments": _whole(Store.segments),
+    "segment_captions": _whole(Store.segment_captions),
+    "transcript": _whole(Store.transcript),
+}
 
 
 def run_stage(store: Store, stage: Stage, key: str, upstream_keys: dict[str, str], video: dict,
@@ -23,13 +34,19 @@ def run_stage(store: Store, stage: Stage, key: str, upstream_keys: dict[str, str
     inputs = [
         READERS[name](store, video_id, upstream_keys[name], stage.batch_size) for name in stage.upstream
     ]
-    rows = 0
-    for batch in stage.run(video, *inputs):
+    rows, batches = 0, stage.run(video, *inputs)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration as end:
+            # A stage's `return "..."` says why it wrote what it wrote (e.g. "no audio track").
+            detail = end.value or ""
+            break
         for row in batch:
             row.update(row_id=row_id(video_id, key, row[stage.row_field]), video_id=video_id, stage_key=key)
         store.upsert(stage.table, batch)
         rows += len(batch)
-    store.mark_done(video_id, stage.name, key, rows, time.monotonic() - started, node_id, run_id)
+    store.mark_done(video_id, stage.name, key, rows, time.monotonic() - started, node_id, run_id, detail)
     return rows
 
 

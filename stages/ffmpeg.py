@@ -90,3 +90,16 @@ def stream_jpegs(args: list[str], timeout_s: float) -> Iterator[bytes]:
     if process.returncode != 0:
         message = _last_lines(b"".join(stderr_tail).decode(errors="replace"))
         raise StageError(f"ffmpeg failed to decode: {message}")
+
+
+def decode_audio(path: str, start: float, seconds: float, timeout_s: float, rate: int = 16000) -> bytes:
+    """The first audio track of `path` from `start` for `seconds`, as mono float32 PCM at `rate` Hz."""
+    cmd = [binary("ffmpeg"), "-nostdin", "-v", "error", "-ss", f"{start:.3f}", "-t", f"{seconds:.3f}",
+           "-i", path, "-map", "0:a:0", "-ac", "1", "-ar", str(rate), "-f", "f32le", "pipe:"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise StageError(f"ffmpeg timed out after {timeout_s:.0f} s decoding audio") from None
+    if done.returncode != 0:
+        raise StageError(f"ffmpeg failed to decode audio: {_last_lines(done.stderr.decode(errors='replace'))}")
+    return done.stdout

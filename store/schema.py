@@ -62,6 +62,53 @@ SEGMENTS = _artifact(
 )
 
 
+SEGMENT_CAPTIONS = _artifact(
+    pa.field("segment_index", pa.int32()),
+    pa.field("start", pa.float64()),
+    pa.field("end", pa.float64()),
+    pa.field("caption", pa.string()),
+    pa.field("confidence", pa.float64()),
+    pa.field("model", pa.string()),
+)
+
+FRAME_CAPTIONS = _artifact(
+    pa.field("position_index", pa.int32()),
+    # Where in the video the caption was asked for, as a fraction of its duration.
+    pa.field("position", pa.float64()),
+    pa.field("timestamp", pa.float64()),
+    pa.field("caption", pa.string()),
+    pa.field("confidence", pa.float64()),
+    pa.field("model", pa.string()),
+)
+
+WORD = pa.struct([
+    pa.field("start", pa.float64()),
+    pa.field("end", pa.float64()),
+    pa.field("word", pa.string()),
+    pa.field("probability", pa.float64()),
+])
+
+TRANSCRIPTS = _artifact(
+    pa.field("segment_index", pa.int32()),
+    pa.field("start", pa.float64()),
+    pa.field("end", pa.float64()),
+    pa.field("text", pa.string()),
+    pa.field("language", pa.string()),
+    pa.field("language_probability", pa.float64()),
+    pa.field("avg_logprob", pa.float64()),
+    pa.field("no_speech_prob", pa.float64()),
+    pa.field("words", pa.list_(WORD)),
+)
+
+SUMMARIES = _artifact(
+    pa.field("summary_index", pa.int32()),
+    pa.field("summary", pa.string()),
+    pa.field("model", pa.string()),
+    # How many chunks the inputs were split into to fit the model's context (1: none).
+    pa.field("chunks", pa.int32()),
+)
+
+
 def frame_embeddings(dim: int) -> pa.Schema:
     return _artifact(
         pa.field("frame_index", pa.int32()),
@@ -80,6 +127,8 @@ STAGE_DONE = pa.schema(
         pa.field("stage", pa.string()),
         pa.field("stage_key", pa.string()),
         pa.field("rows", pa.int64()),
+        # What the stage said of an artifact with no rows, e.g. "no audio track".
+        pa.field("detail", pa.string()),
         pa.field("seconds", pa.float64()),
         pa.field("node_id", pa.string()),
         pa.field("run_id", pa.string()),
@@ -120,15 +169,32 @@ RUNS = pa.schema(
     ]
 )
 
+# The LLM response cache: row_id is the hash of endpoint, model, messages and parameters.
+LLM_CACHE = pa.schema(
+    [
+        _row_id(),
+        pa.field("model", pa.string()),
+        pa.field("reply", pa.string()),
+        pa.field("prompt_tokens", pa.int64()),
+        pa.field("completion_tokens", pa.int64()),
+        pa.field("created_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "videos": VIDEOS,
     "sources": SOURCES,
     "frames": FRAMES,
     "segments": SEGMENTS,
+    "segment_captions": SEGMENT_CAPTIONS,
+    "frame_captions": FRAME_CAPTIONS,
+    "transcripts": TRANSCRIPTS,
+    "summaries": SUMMARIES,
     "stage_done": STAGE_DONE,
     "stage_configs": STAGE_CONFIGS,
     "failures": FAILURES,
     "runs": RUNS,
+    "llm_cache": LLM_CACHE,
 }
 
 

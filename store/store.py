@@ -47,6 +47,46 @@ class Segment:
 
 
 @dataclass(frozen=True)
+class SegmentCaption:
+    segment_index: int
+    start: float
+    end: float
+    caption: str
+    confidence: float
+    model: str
+
+
+@dataclass(frozen=True)
+class FrameCaption:
+    position_index: int
+    position: float
+    timestamp: float
+    caption: str
+    confidence: float
+    model: str
+
+
+@dataclass(frozen=True)
+class TranscriptSegment:
+    segment_index: int
+    start: float
+    end: float
+    text: str
+    language: str
+    language_probability: float
+    avg_logprob: float
+    no_speech_prob: float
+    words: list
+
+
+@dataclass(frozen=True)
+class Transcript:
+    segments: list[TranscriptSegment]
+    # Why there is no speech, when there is none ("no audio track", "no speech detected").
+    detail: str
+
+
+@dataclass(frozen=True)
 class SearchHit:
     video_id: str
     timestamp: float
@@ -118,10 +158,10 @@ class Store:
         )
 
     def mark_done(self, video_id: str, stage: str, key: str, rows: int, seconds: float,
-                  node_id: str, run_id: str) -> None:
+                  node_id: str, run_id: str, detail: str = "") -> None:
         self.upsert("stage_done", [{
             "row_id": row_id(video_id, key, "done"), "video_id": video_id, "stage": stage,
-            "stage_key": key, "rows": rows, "seconds": seconds, "node_id": node_id,
+            "stage_key": key, "rows": rows, "detail": detail, "seconds": seconds, "node_id": node_id,
             "run_id": run_id, "finished_at": utcnow(),
         }])
 
@@ -176,6 +216,17 @@ class Store:
             rows = self.scan("videos", _in("video_id", video_ids[i : i + 500])).to_pylist()
             found.update((r["video_id"], r) for r in rows)
         return found
+
+    def llm_cached(self, key: str) -> str | None:
+        rows = self.scan("llm_cache", f"row_id = {_quote(key)}", ["reply"])
+        return rows["reply"][0].as_py() if rows.num_rows else None
+
+    def llm_remember(self, key: str, model: str, reply: str, prompt_tokens: int,
+                     completion_tokens: int) -> None:
+        self.upsert("llm_cache", [{
+            "row_id": key, "model": model, "reply": reply, "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens, "created_at": utcnow(),
+        }])
 
     # -- read API for agents --------------------------------------------------------------------
 
@@ -243,6 +294,35 @@ class Store:
             ["video_id", "segment_index", "start", "end"],
         )
         return sorted((Segment(**r) for r in rows.to_pylist()), key=lambda s: s.segment_index)
+
+    def _artifacts(self, table: str, video_id: str, key: str, order: str) -> list[dict]:
+        self._require_done(video_id, key)
+        rows = self.scan(table, f"video_id = {_quote(video_id)} AND stage_key = {_quote(key)}").to_pylist()
+        for row in rows:
+            for column in ("row_id", "video_id", "stage_key"):
+                row.pop(column)
+        return sorted(rows, key=lambda r: r[order])
+
+    def segment_captions(self, video_id: str, key: str) -> list[SegmentCaption]:
+        rows = self._artifacts("segment_captions", video_id, key, "segment_index")
+        return [SegmentCaption(**r) for r in rows]
+
+    def frame_captions(self, video_id: str, key: str) -> list[FrameCaption]:
+        return [FrameCaption(**r) for r in self._artifacts("frame_captions", video_id, key, "position_index")]
+
+    def transcript(self, video_id: str, key: str) -> Transcript:
+        rows = self._artifacts("transcripts", video_id, key, "segment_index")
+        done = self.scan("stage_done", f"row_id = {_quote(row_id(video_id, key, 'done'))}", ["detail"])
+        return Transcript(segments=[TranscriptSegment(**r) for r in rows], detail=done["detail"][0].as_py() or "")
+
+    def summary(self, video_id: str, key: str) -> str:
+        return self._artifacts("summaries", video_id, key, "summary_index")[0]["summary"]
+
+    def done_stages(self, video_id: str) -> list[dict]:
+        """Every complete (stage, key) of a video, with what each key stands for."""
+        done = self.scan("stage_done", f"video_id = {_quote(video_id)}").to_pylist()
+        configs = {r["row_id"]: r["config_json"] for r in self.scan("stage_configs").to_pylist()}
+        return [dict(r, config_json=configs.get(r["stage_key"], "")) for r in done]
 
     def search(self, query: np.ndarray, key: str, video_id: str | None = None,
                k: int = 5) -> list[SearchHit]:

