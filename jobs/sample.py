@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import wave
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +85,9 @@ def _make_video(path: Path, spec: dict, work: Path) -> dict:
         delay = int(offset * 1000)
         graph += f";[{count}:a]adelay={delay}:all=1,apad[a]"
         audio_args = ["-map", "[a]", "-c:a", "aac", "-b:a", "64k"]
-        truth_speech = {"text": text, "start": offset}
+        with wave.open(str(wav)) as speech:
+            spoken = speech.getnframes() / speech.getframerate()
+        truth_speech = {"text": text, "start": offset, "end": round(offset + spoken, 3)}
     _ffmpeg(*inputs, "-filter_complex", graph, "-map", "[v]", *audio_args,
             "-t", str(start), "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p",
             "-r", str(FPS), "-movflags", "+faststart", str(path))

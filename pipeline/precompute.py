@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.executor import describe_error, run_stage
 from pipeline.manifest import read_manifest
 from pipeline.plan import Plan, build_plan, build_stage
+from stages.llm import PROCESS_USAGE
 from store.store import Store, utcnow
 
 
@@ -78,10 +79,10 @@ def identify(entry: dict, settings: StoreSettings, probe_config: dict, probe_key
 
 def _run_one(store: Store, stage, name: str, plan_keys: dict, upstream_keys: dict, record: dict,
              run_id: str) -> dict:
-    record = dict(record)
+    record = dict(record, **{f"rows__{name}": -1, f"llm_calls__{name}": 0})
     if record["failed_stage"]:
-        record[f"rows__{name}"] = 0
         return record
+    calls_before = PROCESS_USAGE.calls
     try:
         record[f"rows__{name}"] = run_stage(store, stage, plan_keys[name], upstream_keys, record,
                                             run_id, _node_id())
@@ -89,6 +90,7 @@ def _run_one(store: Store, stage, name: str, plan_keys: dict, upstream_keys: dic
         record.update(failed_stage=name, error=describe_error(error), **{f"rows__{name}": 0})
         store.record_failure(record["video_id"], record["source_path"], name, plan_keys[name],
                              record["error"], run_id)
+    record[f"llm_calls__{name}"] = PROCESS_USAGE.calls - calls_before
     return record
 
 
@@ -139,6 +141,9 @@ class Summary:
     failed: int = 0
     duplicates: int = 0
     frames: int = 0
+    # Stage runs on a video that were not skipped as complete (each loads or calls a model if it has one).
+    stage_runs: int = 0
+    llm_calls: int = 0
     rows: dict = dataclasses.field(default_factory=dict)
     failures: list = dataclasses.field(default_factory=list)
     wall_seconds: float = 0.0
@@ -149,6 +154,7 @@ class Summary:
             f"videos: {self.videos} ({self.done} done, {self.skipped} skipped as complete, "
             f"{self.failed} failed, {self.duplicates} duplicate files)",
             f"frames written: {self.frames}; rows written per stage: {self.rows}",
+            f"stage runs (model work): {self.stage_runs}; LLM calls: {self.llm_calls}",
         ]
         lines += [f"FAILED {f['path']} at {f['stage']}: {f['error']}" for f in self.failures]
         wall = f"wall time: {self.wall_seconds:.1f} s"
@@ -224,7 +230,10 @@ def precompute(cfg: DictConfig) -> Summary:
         finished = ds.take_all()
     for record in finished:
         for name in plan.stages:
-            summary.rows[name] = summary.rows.get(name, 0) + max(record.get(f"rows__{name}", 0), 0)
+            rows = record[f"rows__{name}"]
+            summary.rows[name] = summary.rows.get(name, 0) + max(rows, 0)
+            summary.stage_runs += rows >= 0
+            summary.llm_calls += record[f"llm_calls__{name}"]
         if record["failed_stage"]:
             failed.append(record)
         else:

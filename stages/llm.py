@@ -52,6 +52,10 @@ class Usage:
     completion_tokens: int = 0
 
 
+# Every client of this process adds to it, so a pipeline can count the calls a stage made.
+PROCESS_USAGE = Usage()
+
+
 class LLMClient:
     """Chat completions against `base_url`; the API key is read from the `api_key_env` variable."""
 
@@ -123,6 +127,7 @@ class LLMClient:
             hit = self.store.llm_cached(key)
             if hit is not None:
                 self.usage.cache_hits += 1
+                PROCESS_USAGE.cache_hits += 1
                 return hit
         text, prompt_tokens, completion_tokens = self._call(messages, params)
         if self.store is not None:
@@ -153,11 +158,12 @@ class LLMClient:
             try:
                 with self._slots:
                     response = self._openai().chat.completions.create(messages=messages, **params)
-                self.usage.calls += 1
                 usage = response.usage
                 prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
-                self.usage.prompt_tokens += prompt
-                self.usage.completion_tokens += completion
+                for counter in (self.usage, PROCESS_USAGE):
+                    counter.calls += 1
+                    counter.prompt_tokens += prompt
+                    counter.completion_tokens += completion
                 return response.choices[0].message.content or "", prompt, completion
             except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
                     openai.InternalServerError) as error:
@@ -167,6 +173,7 @@ class LLMClient:
                 time.sleep(self._wait(error, attempt))
                 attempt += 1
                 self.usage.retries += 1
+                PROCESS_USAGE.retries += 1
 
     def _wait(self, error: Exception, attempt: int) -> float:
         response = getattr(error, "response", None)

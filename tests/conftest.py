@@ -7,11 +7,28 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# The tests' own port for the local LLM server, apart from a user's default 8765.
+os.environ["VIDPREP_LLM_PORT"] = "18765"
 
 from jobs.config import load_config  # noqa: E402
 from jobs.sample import make_sample  # noqa: E402
 
-SHARED_VIDEOS = Path(__file__).resolve().parents[2] / "shared" / "data" / "videos"
+
+
+def _shared_videos() -> Path:
+    """The team's real odd videos (../shared/data/videos beside the checkout, or $VIDPREP_SHARED_DATA)."""
+    candidates = [Path(os.environ["VIDPREP_SHARED_DATA"]) / "videos"] if "VIDPREP_SHARED_DATA" in os.environ else []
+    candidates += [parent / "shared" / "data" / "videos" for parent in Path(__file__).resolve().parents]
+    candidates.append(Path("/work/shared/data/videos"))
+    return next((c for c in candidates if (c / "corrupted.mp4").exists()), candidates[-1])
+
+
+SHARED_VIDEOS = _shared_videos()
+needs_shared_videos = pytest.mark.skipif(
+    not (SHARED_VIDEOS / "corrupted.mp4").exists(),
+    reason="the team's real odd videos (../shared/data/videos) are not on this machine; set VIDPREP_SHARED_DATA",
+)
+
 
 
 def config_for(store: Path, manifest: Path | str, *overrides: str):
@@ -36,7 +53,20 @@ def ray_session():
 
 
 @pytest.fixture(scope="session")
-def precomputed(tmp_path_factory, sample_dir, ray_session):
+def local_llm(tmp_path_factory):
+    """The real llama.cpp server with the shipped SmolLM2, once per test session."""
+    from jobs.serve_llm import ensure_local_llm
+
+    cfg = config_for(tmp_path_factory.mktemp("unused"), ".")
+    process = ensure_local_llm(cfg.llm, tmp_path_factory.mktemp("llm") / "server.log")
+    yield cfg.llm
+    if process is not None:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def precomputed(tmp_path_factory, sample_dir, ray_session, local_llm):
     """The sample set precomputed once with the default config: (config, store, summary)."""
     from pipeline.precompute import StoreSettings, precompute
 

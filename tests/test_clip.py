@@ -39,7 +39,7 @@ def tiny_clip(tmp_path_factory):
     return folder
 
 
-def test_clip_backend_writes_vectors_of_its_projection_size(tmp_path, sample_dir, tiny_clip, ray_session):
+def test_clip_backend_writes_vectors_of_its_projection_size(tmp_path, sample_dir, tiny_clip, ray_session, local_llm):
     manifest = tmp_path / "one.csv"
     manifest.write_text(f"path\n{sample_dir / 'places.mp4'}\n")
     cfg = config_for(tmp_path / "db", manifest, "model=clip", f"model.name_or_path={tiny_clip}")

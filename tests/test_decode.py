@@ -10,7 +10,7 @@ from PIL import Image
 from stages.base import StageError
 from stages.decode import DecodeFrames
 from stages.probe import ProbeVideo
-from tests.conftest import SHARED_VIDEOS
+from tests.conftest import SHARED_VIDEOS, needs_shared_videos
 
 
 def decode(path, **params):
@@ -48,12 +48,14 @@ def test_small_video_is_not_upscaled(sample_dir):
     assert (frames[0]["width"], frames[0]["height"]) == (640, 480)
 
 
+@needs_shared_videos
 def test_rotated_mov_comes_out_upright():
     video, frames = decode(SHARED_VIDEOS / "video_90.mov", fps=10.0)
     assert (video["width"], video["height"]) == (320, 568)
     assert frames and all(f["height"] > f["width"] for f in frames)
 
 
+@needs_shared_videos
 def test_multistream_file_uses_first_video_stream():
     video, frames = decode(SHARED_VIDEOS / "nasa_13013.mp4", fps=1.0, max_side=4000)
     assert video["duration"] == pytest.approx(13.0, abs=0.05) and video["has_audio"]
@@ -61,11 +63,13 @@ def test_multistream_file_uses_first_video_stream():
     assert len(frames) == 13
 
 
+@needs_shared_videos
 def test_hevc_decodes():
     video, frames = decode(SHARED_VIDEOS / "h265_video.mp4", fps=5.0)
     assert video["codec"] == "hevc" and len(frames) == 5
 
 
+@needs_shared_videos
 def test_corrupt_mp4_fails_at_decode_with_ffmpegs_reason():
     video = ProbeVideo().run(str(SHARED_VIDEOS / "corrupted.mp4"))
     with pytest.raises(StageError, match="Invalid NAL unit size"):

@@ -9,7 +9,7 @@ from pipeline.manifest import ManifestError, read_manifest
 from pipeline.plan import build_plan
 from pipeline.precompute import StoreSettings, precompute
 from store.keys import content_id
-from tests.conftest import config_for
+from tests.conftest import SHARED_VIDEOS, config_for, needs_shared_videos
 
 
 def test_sample_precompute_summary(precomputed, sample_dir):
@@ -54,7 +54,7 @@ def test_second_run_skips_all_work(precomputed):
     assert after == before
 
 
-def test_changed_parameter_writes_beside_the_old(tmp_path, sample_dir, ray_session):
+def test_changed_parameter_writes_beside_the_old(tmp_path, sample_dir, ray_session, local_llm):
     manifest = tmp_path / "one.csv"
     manifest.write_text(f"path,id\n{sample_dir / 'places.mp4'},places\n")
     one = config_for(tmp_path / "db", manifest)
@@ -72,9 +72,8 @@ def test_changed_parameter_writes_beside_the_old(tmp_path, sample_dir, ray_sessi
     assert store.video(video_id)["name"] == "places"
 
 
-def test_bad_files_are_reported_while_good_ones_complete(tmp_path, sample_dir, ray_session):
-    from tests.conftest import SHARED_VIDEOS
-
+@needs_shared_videos
+def test_bad_files_are_reported_while_good_ones_complete(tmp_path, sample_dir, ray_session, local_llm):
     (tmp_path / "empty.mp4").write_bytes(b"")
     rows = [
         {"path": str(sample_dir / "short.mp4")},

@@ -1,0 +1,133 @@
+"""The LLM layer's control flow against a scripted OpenAI-compatible server on loopback
+(the real local server is exercised by the summary stage in test_model_stages.py)."""
+
+import time
+
+import pytest
+
+from pipeline.plan import build_plan
+from pipeline.precompute import StoreSettings, precompute
+from stages.llm import LLMClient, LLMError, LLMReplyError, image_part
+from store.keys import content_id
+from store.store import Store
+from tests.conftest import config_for
+from tests.scripted_llm import ScriptedLLM
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
+          "additionalProperties": False}
+ASK = [{"role": "user", "content": "What is 6 x 7?"}]
+
+
+@pytest.fixture
+def server():
+    scripted = ScriptedLLM(default='{"answer": 42}')
+    yield scripted
+    scripted.close()
+
+
+def client(server, tmp_path=None, **options) -> LLMClient:
+    settings = dict(base_url=server.base_url, model="scripted", timeout_s=2.0, max_retries=3,
+                    backoff_s=0.05, cache=tmp_path is not None,
+                    cache_uri=str(tmp_path / "db") if tmp_path else None)
+    return LLMClient(**(settings | options))
+
+
+def test_retries_after_429_with_retry_after_and_500(server):
+    server.script = [("status", 429, {"Retry-After": "1"}), ("status", 500), ("status", 503)]
+    llm = client(server)
+    started = time.monotonic()
+    assert llm.complete_json(ASK, SCHEMA) == {"answer": 42}
+    assert time.monotonic() - started >= 1.0
+    assert len(server.requests) == 4 and llm.usage.retries == 3 and llm.usage.calls == 1
+
+
+def test_timeout_and_dropped_connection_are_retried(server):
+    server.script = [("hang", 3.0), ("drop",)]
+    llm = client(server)
+    assert llm.complete_json(ASK, SCHEMA) == {"answer": 42}
+    assert llm.usage.retries == 2
+
+
+def test_beyond_the_retry_budget_is_a_clear_error(server):
+    server.script = [("status", 500)] * 10
+    with pytest.raises(LLMError, match="failed after 3 attempts"):
+        client(server, max_retries=2).complete(ASK)
+
+
+def test_malformed_json_is_repaired_once(server):
+    server.script = [("reply", "The answer is 42!")]
+    llm = client(server)
+    assert llm.complete_json(ASK, SCHEMA) == {"answer": 42}
+    repair = server.requests[1]["messages"]
+    assert repair[-2] == {"role": "assistant", "content": "The answer is 42!"}
+    assert "not JSON" in repair[-1]["content"]
+
+
+def test_still_malformed_after_repair_carries_the_raw_reply(server):
+    server.script = [("reply", '{"answer": "forty-two"}'), ("reply", "{broken")]
+    with pytest.raises(LLMReplyError, match="schema") as error:
+        client(server).complete_json(ASK, SCHEMA)
+    assert error.value.raw == "{broken"
+
+
+def test_schema_is_sent_as_response_format(server):
+    client(server).complete_json(ASK, SCHEMA)
+    client(server, structured_output="json_object").complete_json(ASK, SCHEMA)
+    first, second = (r["response_format"] for r in server.requests)
+    assert first["type"] == "json_schema" and first["json_schema"]["schema"] == SCHEMA
+    assert second == {"type": "json_object", "schema": SCHEMA}
+
+
+def test_persistent_cache_hits_across_clients_and_can_be_switched_off(server, tmp_path):
+    assert client(server, tmp_path).complete(ASK) == '{"answer": 42}'
+    again = client(server, tmp_path)
+    assert again.complete(ASK) == '{"answer": 42}'
+    assert len(server.requests) == 1 and again.usage.cache_hits == 1 and again.usage.calls == 0
+    client(server, tmp_path, temperature=0.7).complete(ASK)
+    assert len(server.requests) == 2, "a changed parameter must miss the cache"
+    client(server, tmp_path, cache=False).complete(ASK)
+    assert len(server.requests) == 3
+    assert Store(str(tmp_path / "db")).table("llm_cache").count_rows() == 2
+
+
+def test_token_counts_and_image_parts(server):
+    llm = client(server)
+    jpeg = b"\xff\xd8fake\xff\xd9"
+    llm.complete([{"role": "user", "content": [{"type": "text", "text": "what is this"}, image_part(jpeg)]}])
+    assert (llm.usage.prompt_tokens, llm.usage.completion_tokens) == (11, 7)
+    url = server.requests[0]["messages"][0]["content"][1]["image_url"]["url"]
+    assert url.startswith("data:image/jpeg;base64,")
+
+
+def test_api_key_is_read_from_the_named_variable(server, monkeypatch):
+    monkeypatch.setenv("SCRIPTED_KEY", "sk-test-123")
+    client(server, api_key_env="SCRIPTED_KEY").complete(ASK)
+    assert client(server, api_key_env="SCRIPTED_KEY")._openai().api_key == "sk-test-123"
+
+
+def test_llm_server_dying_mid_run_leaves_no_partial_rows_and_a_rerun_completes(tmp_path, sample_dir, ray_session):
+    scripted = ScriptedLLM()
+    port = scripted.port
+    manifest = tmp_path / "two.csv"
+    manifest.write_text(f"path\n{sample_dir / 'places.mp4'}\n{sample_dir / 'short.mp4'}\n")
+    overrides = ["llm=openai", f"llm.client.base_url={scripted.base_url}", "llm.client.max_retries=1",
+                 "llm.client.backoff_s=0.05", "~stages.frame_embeddings", "~stages.frame_captions"]
+    cfg = config_for(tmp_path / "db", manifest, *overrides)
+    scripted.script = [("reply_then_die", '{"summary": "the only reply before the server died"}')]
+    first = precompute(cfg)
+    assert (first.done, first.failed) == (1, 1) and first.failures[0]["stage"] == "summary"
+    assert "failed after 2 attempts" in first.failures[0]["error"]
+    store = StoreSettings.from_config(cfg.store).open()
+    assert store.scan("summaries").num_rows == 1
+    revived = ScriptedLLM(port=port)
+    try:
+        second = precompute(cfg)
+    finally:
+        revived.close()
+    assert (second.done, second.skipped, second.llm_calls) == (1, 1, 1)
+    assert second.rows["segment_captions"] == 0
+    key = build_plan(cfg.stages).keys["summary"]
+    rows = store.scan("summaries").to_pylist()
+    assert len(rows) == 2 and len({r["row_id"] for r in rows}) == 2
+    summaries = {store.summary(content_id(sample_dir / n), key) for n in ("places.mp4", "short.mp4")}
+    assert summaries == {"the only reply before the server died", "a scripted summary"}
