@@ -6,6 +6,8 @@ import sys
 
 COMMANDS = {
     "precompute": ("jobs.precompute", "precompute a dataset's artifacts into the store (Hydra job)"),
+    "answer": ("jobs.answer", "answer a dataset's questions with a method (Hydra job)"),
+    "evaluate": ("jobs.evaluate", "[run=KEY]: scores of the answer runs in the store"),
     "search": ("jobs.search", 'VIDEO_OR_ALL "text": top frames for a text query'),
     "sample": ("jobs.sample", "[FOLDER]: write the built-in sample videos"),
     "serve-llm": ("jobs.serve_llm", "run the embedded llama.cpp server with the shipped SmolLM2"),

@@ -7,8 +7,9 @@ from hydra.errors import InstantiationException
 
 from pipeline.manifest import ManifestError
 from stages.base import ConfigError
+from store.store import ArtifactMissing
 
-USER_ERRORS = (ConfigError, ManifestError)
+USER_ERRORS = (ConfigError, ManifestError, ArtifactMissing)
 
 
 @contextmanager

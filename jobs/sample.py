@@ -94,6 +94,36 @@ def _make_video(path: Path, spec: dict, work: Path) -> dict:
     return {"duration": start, "has_audio": bool(spec["speech"]), "scenes": scenes, "speech": truth_speech}
 
 
+LABELS = {"chelsea": "a cat", "rocket": "a rocket", "coffee": "a cup of coffee",
+          "astronaut": "an astronaut", "china": "a palace", "flower": "a flower", "camera": "a cameraman"}
+
+
+def sample_questions(truth: dict) -> list[dict]:
+    """Seven questions whose answers follow from the scene list: what comes first or last, when a
+    scene is shown (temporal localisation), the drawn text and what is said."""
+    questions = []
+    for video, when in (("scenes.mp4", "rocket"), ("places.mp4", "flower")):
+        scenes = truth[video]["scenes"]
+        names = [LABELS[s["photo"]] for s in scenes]
+        choices = sorted(names + [n for n in LABELS.values() if n not in names][: 5 - len(names)])
+        stem = video.removesuffix(".mp4")
+        asked = [("last", "at the end of", scenes[-1])] + ([("first", "at the very beginning of", scenes[0])]
+                                                            if video == "scenes.mp4" else [])
+        for suffix, phrase, scene in asked:
+            questions.append({"qid": f"{stem}_{suffix}", "video": video, "task": "mcq", "qtype": "order",
+                              "question": f"What is shown {phrase} the video?", "choices": choices,
+                              "answer": choices.index(LABELS[scene["photo"]])})
+        scene = next(s for s in scenes if s["photo"] == when)
+        questions.append({"qid": f"{stem}_when_{when}", "video": video, "task": "rtl", "qtype": "when",
+                          "question": f"When is {LABELS[when]} shown?", "answer": [scene["start"], scene["end"]]})
+    drawn = next(s for s in truth["scenes.mp4"]["scenes"] if s["text"])
+    questions.append({"qid": "scenes_text", "video": "scenes.mp4", "task": "open", "qtype": "text",
+                      "question": "What text is written on the screen?", "answer": drawn["text"]})
+    questions.append({"qid": "scenes_speech", "video": "scenes.mp4", "task": "open", "qtype": "speech",
+                      "question": "What does the narrator say?", "answer": truth["scenes.mp4"]["speech"]["text"]})
+    return questions
+
+
 def make_sample(folder: str | Path) -> Path:
     """Write the sample videos and `scenes.json` into `folder` (skipped when already complete)."""
     folder = Path(folder)
@@ -110,6 +140,7 @@ def make_sample(folder: str | Path) -> Path:
         truth[copy] = dict(truth[original], copy_of=original)
     (folder / CORRUPT).write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"this is not a video " * 500)
     truth[CORRUPT] = {"corrupt": True}
+    (folder / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in sample_questions(truth)))
     # Written last: its presence means the set is complete.
     truth_path.write_text(json.dumps(truth, indent=2))
     return folder

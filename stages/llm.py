@@ -64,11 +64,12 @@ class LLMClient:
                  max_retries: int = 5, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
                  concurrency: int = 4, cache: bool = True, cache_uri: str | None = None,
                  cache_storage_options: dict | None = None, structured_output: str = "json_schema",
-                 seed: int | None = 0):
+                 max_string_chars: int | None = None, seed: int | None = 0):
         if structured_output not in ("json_schema", "json_object"):
             raise ConfigError(f"llm.client.structured_output must be json_schema or json_object, got {structured_output!r}")
         self.base_url, self.model = base_url, model
         self.structured_output = structured_output
+        self.max_string_chars = max_string_chars
         self.api_key_env = api_key_env
         self.temperature, self.max_tokens, self.seed = temperature, max_tokens, seed
         self.timeout_s, self.max_retries = timeout_s, max_retries
@@ -109,7 +110,7 @@ class LLMClient:
         if self.seed is not None:
             params["seed"] = self.seed
         if schema is not None and self.structured_output == "json_object":
-            params["response_format"] = {"type": "json_object", "schema": schema}
+            params["response_format"] = {"type": "json_object", "schema": _bounded(schema, self.max_string_chars)}
         elif schema is not None:
             params["response_format"] = {"type": "json_schema",
                                          "json_schema": {"name": "reply", "schema": schema, "strict": True}}
@@ -186,9 +187,26 @@ class LLMClient:
         return min(self.backoff_s * 2 ** attempt, self.max_backoff_s) * random.uniform(0.5, 1.0)
 
 
+def _bounded(schema, limit: int | None):
+    """The schema with every free string capped at `limit` characters: a grammar-constrained small
+    model then cannot ramble past max_tokens and cut its JSON short. (Limits near 1000 and above
+    overflow llama.cpp's grammar builder.)"""
+    if limit is None:
+        return schema
+    if isinstance(schema, list):
+        return [_bounded(item, limit) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    bounded = {key: _bounded(value, limit) for key, value in schema.items()}
+    if bounded.get("type") == "string" and "enum" not in bounded and "maxLength" not in bounded:
+        bounded["maxLength"] = limit
+    return bounded
+
+
 def _validated(raw: str, schema: dict) -> dict:
     try:
-        value = json.loads(raw)
+        # Grammar-constrained servers (llama.cpp) let raw newlines into strings; the meaning is unambiguous.
+        value = json.loads(raw, strict=False)
     except json.JSONDecodeError as error:
         raise ValueError(f"not JSON: {error}") from None
     try:

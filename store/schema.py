@@ -181,6 +181,31 @@ LLM_CACHE = pa.schema(
     ]
 )
 
+# One row per (answer run, question): the prediction, whether it was valid, and the whole trace.
+PREDICTIONS = pa.schema(
+    [
+        _row_id(),
+        pa.field("run_key", pa.string()),
+        pa.field("qid", pa.string()),
+        pa.field("video_id", pa.string()),
+        pa.field("method", pa.string()),
+        pa.field("task", pa.string()),
+        pa.field("qtype", pa.string()),
+        pa.field("question_json", pa.string()),
+        pa.field("prediction_json", pa.string()),
+        pa.field("valid", pa.bool_()),
+        pa.field("error", pa.string()),
+        pa.field("trace_json", pa.string()),
+        pa.field("visited", pa.list_(pa.float64())),
+        pa.field("llm_calls", pa.int64()),
+        pa.field("cache_hits", pa.int64()),
+        pa.field("prompt_tokens", pa.int64()),
+        pa.field("completion_tokens", pa.int64()),
+        pa.field("seconds", pa.float64()),
+        pa.field("created_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "videos": VIDEOS,
     "sources": SOURCES,
@@ -195,6 +220,7 @@ TABLES: dict[str, pa.Schema] = {
     "failures": FAILURES,
     "runs": RUNS,
     "llm_cache": LLM_CACHE,
+    "predictions": PREDICTIONS,
 }
 
 

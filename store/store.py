@@ -318,6 +318,16 @@ class Store:
     def summary(self, video_id: str, key: str) -> str:
         return self._artifacts("summaries", video_id, key, "summary_index")[0]["summary"]
 
+    def frame_descriptions(self, video_id: str, key: str, dim: int, frame_indices: list[int]) -> dict[int, str]:
+        """The embedding backend's text description of each asked frame (where it has one)."""
+        self._require_done(video_id, key)
+        if not frame_indices:
+            return {}
+        wanted = ", ".join(str(int(i)) for i in frame_indices)
+        rows = self.scan(schema.embedding_table(dim), f"video_id = {_quote(video_id)} AND stage_key = {_quote(key)} "
+                               f"AND frame_index IN ({wanted})", ["frame_index", "description"])
+        return {r["frame_index"]: r["description"] or "" for r in rows.to_pylist()}
+
     def done_stages(self, video_id: str) -> list[dict]:
         """Every complete (stage, key) of a video, with what each key stands for."""
         done = self.scan("stage_done", f"video_id = {_quote(video_id)}").to_pylist()

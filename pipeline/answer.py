@@ -1,0 +1,144 @@
+"""Answering a dataset's questions with a method, on Ray Data over questions.
+
+Everything question-independent comes from the store; a method only calls the LLM layer (and the
+vision backend for visual questions). Predictions, with their full traces, go to the store keyed by
+the answer run's key (method config, prompts, LLM, vision backend and the precompute keys), so a
+re-run answers only what is missing and a sweep reuses the same indexes.
+"""
+
+import dataclasses
+import hashlib
+import json
+import time
+
+import ray
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.plan import build_plan
+from pipeline.precompute import StoreSettings, init_ray
+from pipeline.questions import Question
+from stages.agents.base import PROMPTS
+from stages.agents.tools import VideoTools
+from store.keys import stage_key
+from store.store import ArtifactMissing, utcnow
+
+
+def _prompt_hashes(config) -> dict[str, str]:
+    """A hash of every prompt file a method config names, so an edited prompt is a new run key."""
+    found = {}
+    for value in (config.values() if isinstance(config, dict) else config):
+        if isinstance(value, (dict, list)):
+            found.update(_prompt_hashes(value))
+        elif isinstance(value, str) and value.endswith(".txt") and (PROMPTS / value).exists():
+            found[value] = hashlib.sha256((PROMPTS / value).read_bytes()).hexdigest()[:12]
+    return found
+
+
+def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
+    method = OmegaConf.to_container(cfg.method, resolve=True)
+    llm = OmegaConf.to_container(cfg.llm.client, resolve=True)
+    params = {
+        "method": method, "prompts": _prompt_hashes(method),
+        "llm": {k: llm.get(k) for k in ("base_url", "model", "temperature", "max_tokens", "seed",
+                                         "structured_output", "max_string_chars")},
+        "vision": OmegaConf.to_container(cfg.vision, resolve=True), "dataset": cfg.dataset.name,
+    }
+    return stage_key("answer", 1, params, keys)
+
+
+def resolve_videos(store, questions: list[Question], keys: dict[str, str]) -> dict[str, str]:
+    """Video file -> id for every question; ArtifactMissing naming the command when any is not precomputed."""
+    sources = store.sources(sorted({q.video for q in questions}))
+    ids = {path: s["video_id"] for path, s in sources.items() if s["video_id"]}
+    done = store.done_keys(set(ids.values()))
+    missing = sorted({q.video for q in questions if q.video not in ids
+                      or any((ids[q.video], k) not in done for k in keys.values())})
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ArtifactMissing(
+            f"{len(missing)} videos have no complete precomputed artifacts for this config in {store.uri}: "
+            f"{shown}. Run `vidprep precompute` with the same dataset, stages and model settings first.")
+    return ids
+
+
+class AnswerWorker:
+    """One actor: builds the method, its LLM client and the vision backend once."""
+
+    def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str):
+        cfg = OmegaConf.create(cfg_yaml)
+        self.store, self.keys, self.key = settings.open(), keys, key
+        self.llm = instantiate(cfg.llm.client)
+        self.agent = instantiate(cfg.method, llm=self.llm)
+        self.vision = instantiate(cfg.vision)
+        self.text_embedder = build_plan(cfg.stages).stages["frame_embeddings"].embedder
+
+    def __call__(self, row: dict) -> dict:
+        question = Question(**json.loads(row["question_json"]))
+        usage, started = self.llm.usage, time.monotonic()
+        before = (usage.calls, usage.cache_hits, usage.prompt_tokens, usage.completion_tokens)
+        tools = VideoTools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision)
+        prediction = self.agent.answer(question, tools)
+        after = (usage.calls, usage.cache_hits, usage.prompt_tokens, usage.completion_tokens)
+        calls, hits, prompt, completion = (a - b for a, b in zip(after, before))
+        self.store.upsert("predictions", [{
+            "row_id": f"{self.key}/{question.qid}", "run_key": self.key, "qid": question.qid,
+            "video_id": row["video_id"], "method": self.agent.name, "task": question.task, "qtype": question.qtype,
+            "question_json": row["question_json"], "prediction_json": json.dumps(prediction.answer),
+            "valid": prediction.valid, "error": prediction.error,
+            "trace_json": json.dumps(prediction.trace, ensure_ascii=False, default=str),
+            "visited": tools.visited, "llm_calls": calls, "cache_hits": hits, "prompt_tokens": prompt,
+            "completion_tokens": completion, "seconds": time.monotonic() - started, "created_at": utcnow(),
+        }])
+        return {"qid": question.qid, "valid": prediction.valid, "llm_calls": calls}
+
+
+@dataclasses.dataclass
+class AnswerSummary:
+    run_key: str
+    method: str
+    questions: int
+    answered: int
+    skipped: int
+    invalid: int
+    llm_calls: int
+    wall_seconds: float
+
+    def lines(self) -> list[str]:
+        return [f"run {self.run_key} ({self.method}): {self.questions} questions, {self.answered} answered now, "
+                f"{self.skipped} already answered, {self.invalid} invalid; LLM calls: {self.llm_calls}; "
+                f"wall time {self.wall_seconds:.1f} s", f"scores: vidprep evaluate run={self.run_key}"]
+
+
+def answer(cfg: DictConfig) -> AnswerSummary:
+    started, clock = utcnow(), time.monotonic()
+    plan = build_plan(cfg.stages)
+    settings = StoreSettings.from_config(cfg.store)
+    store = settings.open()
+    questions = instantiate(cfg.dataset.questions, _convert_="all")
+    if cfg.answer.limit:
+        questions = questions[: cfg.answer.limit]
+    ids = resolve_videos(store, questions, plan.keys)
+    key = run_key(cfg, plan.keys)
+    # A question whose LLM calls failed past the retry budget is asked again; any other outcome,
+    # an invalid answer included, is the method's result for this run key.
+    done = store.scan("predictions", f"run_key = '{key}'", ["qid", "error"]).to_pylist()
+    answered = {r["qid"] for r in done if not r["error"].startswith("LLMError")}
+    pending = [{"question_json": json.dumps(q.to_dict()), "video_id": ids[q.video]}
+               for q in questions if q.qid not in answered]
+    results = []
+    if pending:
+        init_ray(cfg.ray)
+        pool = ray.data.ActorPoolStrategy(size=cfg.answer.workers)
+        results = (ray.data.from_items(pending)
+                   .map(AnswerWorker, fn_constructor_kwargs=dict(
+                       cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys, key=key),
+                        compute=pool, num_cpus=cfg.answer.num_cpus)
+                   .take_all())
+    summary = AnswerSummary(key, cfg.method._target_.rsplit(".", 1)[1], len(questions), len(results),
+                            len(questions) - len(pending), sum(not r["valid"] for r in results),
+                            sum(r["llm_calls"] for r in results), time.monotonic() - clock)
+    store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
+                     json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name,
+                                                                 "config": OmegaConf.to_container(cfg.method)}))
+    return summary

@@ -1,0 +1,131 @@
+"""What every method shares: the question as text, the answer's JSON schema per task, the trace of
+every step (prompt, reply, tool call, result, confidence, tokens, time) and the prediction."""
+
+import functools
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.questions import Question
+from stages.llm import LLMClient, LLMError
+
+PROMPTS = Path(__file__).parent / "prompts"
+CONFIDENCE = {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}
+
+
+class InvalidAnswer(ValueError):
+    """The model's final answer does not fit the task (counted apart, never replaced by a guess)."""
+
+
+@dataclass
+class Prediction:
+    answer: object
+    valid: bool
+    error: str = ""
+    trace: list[dict] = field(default_factory=list)
+
+
+def answer_properties(question: Question) -> dict:
+    if question.task == "mcq":
+        return {"answer": {"type": "integer", "enum": list(range(len(question.choices)))}}
+    if question.task == "rtl":
+        return {"start": {"type": "number"}, "end": {"type": "number"}}
+    return {"answer": {"type": "string"}}
+
+
+def answer_schema(question: Question, **extra: dict) -> dict:
+    properties = {**extra, **answer_properties(question), "confidence": CONFIDENCE}
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def final_answer(question: Question, reply: dict, duration: float):
+    """The answer in the task's form; InvalidAnswer when it does not fit."""
+    if question.task == "rtl":
+        start, end = float(reply["start"]), float(reply["end"])
+        if not 0 <= start <= end:
+            raise InvalidAnswer(f"span [{start}, {end}] is not a range inside the video")
+        return [start, min(end, duration)]
+    if question.task == "mcq":
+        answer = reply["answer"]
+        if not isinstance(answer, int) or not 0 <= answer < len(question.choices):
+            raise InvalidAnswer(f"choice {answer!r} is not one of 0..{len(question.choices) - 1}")
+        return answer
+    answer = str(reply["answer"]).strip()
+    if not answer:
+        raise InvalidAnswer("empty answer")
+    return answer
+
+
+def question_text(question: Question) -> str:
+    lines = [f"Question: {question.question}"]
+    if question.task == "mcq":
+        lines += [f"  {i}: {choice}" for i, choice in enumerate(question.choices)]
+        lines.append("Answer with the number of the correct choice.")
+    elif question.task == "rtl":
+        lines.append("Answer with the start and end time, in seconds, of the moment asked about.")
+    else:
+        lines.append("Answer in a few words.")
+    return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=64)
+def load_prompt(name: str) -> str:
+    return (PROMPTS / name).read_text()
+
+
+class Trace:
+    """The steps of one question, each with its tokens and seconds; LLM calls go through `ask`."""
+
+    def __init__(self, llm: LLMClient):
+        self.llm = llm
+        self.steps: list[dict] = []
+
+    def record(self, kind: str, **fields) -> dict:
+        step = {"step": len(self.steps), "kind": kind, **fields}
+        self.steps.append(step)
+        return step
+
+    def ask(self, kind: str, system: str, user: str, schema: dict, **fields) -> dict:
+        usage = self.llm.usage
+        before = (usage.calls, usage.prompt_tokens, usage.completion_tokens, usage.cache_hits)
+        started = time.monotonic()
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        try:
+            reply = self.llm.complete_json(messages, schema)
+        finally:
+            after = (usage.calls, usage.prompt_tokens, usage.completion_tokens, usage.cache_hits)
+            calls, prompt, completion, hits = (a - b for a, b in zip(after, before))
+            self.record(kind, prompt=messages, llm_calls=calls, cache_hits=hits, prompt_tokens=prompt,
+                        completion_tokens=completion, seconds=round(time.monotonic() - started, 3), **fields)
+        self.steps[-1]["reply"] = reply
+        return reply
+
+    def tool(self, name: str, arguments: dict, result) -> None:
+        self.record("tool", tool=name, arguments=arguments, result=result.text,
+                    confidence=round(result.confidence, 3), timestamps=result.timestamps)
+
+
+class Agent:
+    """A method: `answer(question, tools)` reads artifacts through the tools and asks the LLM."""
+
+    name = "agent"
+
+    def __init__(self, llm: LLMClient):
+        self.llm = llm
+
+    def answer(self, question: Question, tools) -> Prediction:
+        trace = Trace(self.llm)
+        try:
+            answer = self.solve(question, tools, trace)
+        except (InvalidAnswer, LLMError) as error:
+            return Prediction(None, False, f"{type(error).__name__}: {error}", trace.steps)
+        return Prediction(answer, True, "", trace.steps)
+
+    def solve(self, question: Question, tools, trace: Trace):
+        raise NotImplementedError
+
+
+def as_json(value) -> str:
+    return json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,86 @@
+"""TraveLER: Traverse, Locate, Evaluate and Replan over a memory bank of the video.
+
+The memory bank is a dict keyed by timestamp, initialised with the stored captions of evenly
+spaced frames (0, .25, .5, .75, 1 of the video by default). Each iteration: the Planner writes a
+plan; the Retriever picks the next timestamp and takes a window of frames around it; the Extractor
+captions them and writes `questions` questions that the vision backend answers, all appended to
+memory; the Evaluator says whether memory is enough and the plan was followed (then it answers) or
+explains what is missing, which the next plan addresses. A Summarizer condenses memory once it
+grows past `max_memory_chars`; at `max_iterations` the answer is forced.
+"""
+
+import json
+
+from stages.agents.base import Agent, Trace, answer_schema, final_answer, load_prompt, question_text
+
+PLAN_SCHEMA = {"type": "object", "properties": {"plan": {"type": "string"}}, "required": ["plan"],
+               "additionalProperties": False}
+RETRIEVE_SCHEMA = {"type": "object", "properties": {"timestamp": {"type": "number"}},
+                   "required": ["timestamp"], "additionalProperties": False}
+SUMMARY_SCHEMA = {"type": "object", "properties": {"memory": {"type": "string"}}, "required": ["memory"],
+                  "additionalProperties": False}
+
+
+def _questions_schema(count: int) -> dict:
+    return {"type": "object", "properties": {"questions": {
+        "type": "array", "items": {"type": "string"}, "minItems": count, "maxItems": count}},
+        "required": ["questions"], "additionalProperties": False}
+
+
+class TraveLER(Agent):
+    name = "traveler"
+
+    def __init__(self, llm, window: int = 5, questions: int = 3, max_iterations: int = 5,
+                 max_memory_chars: int = 4000, prompts: dict | None = None):
+        super().__init__(llm)
+        self.window, self.questions, self.max_iterations = window, questions, max_iterations
+        self.max_memory_chars = max_memory_chars
+        self.prompts = {"plan": "traveler/plan_v1.txt", "retrieve": "traveler/retrieve_v1.txt",
+                        "questions": "traveler/questions_v1.txt", "evaluate": "traveler/evaluate_v1.txt",
+                        "summarize": "traveler/summarize_v1.txt", "final": "traveler/final_v1.txt",
+                        **(prompts or {})}
+
+    def _context(self, question, memory: dict, duration: float) -> str:
+        return (f"Video length: {duration:.1f} s\nMemory: {json.dumps(memory, ensure_ascii=False)}\n\n"
+                + question_text(question))
+
+    def solve(self, question, tools, trace: Trace):
+        memory = {f"{c.timestamp:.1f}": [c.caption] for c in tools.frame_captions()}
+        trace.record("memory", memory=dict(memory))
+        explanation = ""
+        evaluate_schema = answer_schema(question, enough_information={"type": "boolean"},
+                                        plan_followed={"type": "boolean"}, explanation={"type": "string"})
+        for iteration in range(self.max_iterations):
+            context = self._context(question, memory, tools.duration)
+            missing = f"\n\nWhy the memory was not enough last time: {explanation}" if explanation else ""
+            plan = trace.ask("plan", load_prompt(self.prompts["plan"]), context + missing, PLAN_SCHEMA)["plan"]
+            pick = trace.ask("retrieve", load_prompt(self.prompts["retrieve"]), f"{context}\n\nPlan: {plan}",
+                             RETRIEVE_SCHEMA)
+            t = min(max(0.0, float(pick["timestamp"])), tools.duration)
+            frames = tools.window(t, self.window)
+            caption = tools.describe_frames(frames)
+            trace.tool("window_caption", {"timestamp": t, "window": self.window}, caption)
+            asked = trace.ask("questions", load_prompt(self.prompts["questions"]).format(count=self.questions),
+                              f"{question_text(question)}\n\nPlan: {plan}\n\nCaption: {caption.text}",
+                              _questions_schema(self.questions))["questions"]
+            entry = [caption.text]
+            for text in asked:
+                result = tools.visual_question(text, [f.timestamp for f in frames])
+                trace.tool("visual_question", {"question": text}, result)
+                entry.append(f"Q: {text} A: {result.text} (confidence {result.confidence:.2f})")
+            memory.setdefault(f"{t:.1f}", []).extend(entry)
+            if len(json.dumps(memory)) > self.max_memory_chars:
+                condensed = trace.ask("summarize", load_prompt(self.prompts["summarize"]),
+                                      self._context(question, memory, tools.duration), SUMMARY_SCHEMA)
+                memory = {"summary of earlier memory": [condensed["memory"]], f"{t:.1f}": entry}
+            verdict = trace.ask("evaluate", load_prompt(self.prompts["evaluate"]),
+                                f"{self._context(question, memory, tools.duration)}\n\nPlan: {plan}", evaluate_schema)
+            if verdict["enough_information"] and verdict["plan_followed"]:
+                trace.record("stop", reason="evaluator: enough information", iteration=iteration)
+                return final_answer(question, verdict, tools.duration)
+            explanation = verdict["explanation"]
+            trace.record("replan", explanation=explanation, iteration=iteration)
+        final = trace.ask("final", load_prompt(self.prompts["final"]),
+                          self._context(question, memory, tools.duration), answer_schema(question))
+        trace.record("stop", reason="iteration limit: answer forced")
+        return final_answer(question, final, tools.duration)
