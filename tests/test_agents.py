@@ -1,0 +1,147 @@
+"""Each method's control flow, pinned with a scripted OpenAI-compatible server on loopback, over
+the real precomputed store of the sample (real tools, real sandbox)."""
+
+import json
+
+import pytest
+
+from pipeline.plan import build_plan
+from pipeline.questions import jsonl
+from stages.agents.caviar import CAViAR
+from stages.agents.tools import VideoTools
+from stages.agents.traveler import TraveLER
+from stages.agents.videoagent2 import VideoAgent2
+from stages.agents.vision import StoredDescriptions
+from stages.llm import LLMClient
+from store.keys import content_id
+from tests.scripted_llm import ScriptedLLM
+
+
+@pytest.fixture
+def server():
+    scripted = ScriptedLLM()
+    yield scripted
+    scripted.close()
+
+
+@pytest.fixture
+def setting(precomputed, sample_dir, embedder, server):
+    cfg, store, _ = precomputed
+    question = next(q for q in jsonl(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
+    tools = VideoTools(store, build_plan(cfg.stages).keys, content_id(sample_dir / "scenes.mp4"), embedder,
+                       StoredDescriptions())
+    llm = LLMClient(base_url=server.base_url, model="scripted", cache=False, max_retries=0)
+    return question, tools, llm
+
+
+def script(server, *replies: dict) -> None:
+    server.script = [("reply", json.dumps(r)) for r in replies]
+
+
+def kinds(prediction) -> list[str]:
+    return [step["kind"] for step in prediction.trace]
+
+
+def test_videoagent2_stops_once_confident(setting, server):
+    question, tools, llm = setting
+    script(server, {"answer": 0, "confidence": 5})
+    prediction = VideoAgent2(llm, confidence_threshold=4).answer(question, tools)
+    assert prediction.valid and prediction.answer == 0
+    assert kinds(prediction) == ["memory", "answer", "stop"] and len(server.requests) == 1
+    memory = "\n".join(prediction.trace[0]["memory"])
+    assert "Summary:" in memory and "Segment captions:" in memory and "[0-10s]" in memory
+
+
+def test_videoagent2_plans_then_adjusts_until_confident(setting, server):
+    question, tools, llm = setting
+    script(server,
+           {"answer": 2, "confidence": 1},
+           {"steps": [{"tool": "search_frames", "query": "a cat", "start": 0, "end": 16}]},
+           {"answer": 2, "confidence": 2},
+           {"steps": [{"tool": "transcript", "query": "", "start": 0, "end": 16}]},
+           {"answer": 0, "confidence": 4})
+    prediction = VideoAgent2(llm, confidence_threshold=4, max_steps=4).answer(question, tools)
+    assert prediction.answer == 0
+    assert kinds(prediction) == ["memory", "answer", "plan", "tool", "answer", "adjust_plan", "tool", "answer", "stop"]
+    search = prediction.trace[3]
+    assert search["tool"] == "search_frames" and search["timestamps"] and 0 < search["confidence"] <= 1
+    adjust_prompt = server.requests[3]["messages"][1]["content"]
+    assert "Previous plan" in adjust_prompt and "tool confidence" in adjust_prompt
+    assert "Hello and welcome" in server.requests[4]["messages"][1]["content"]
+
+
+def test_videoagent2_forces_an_answer_at_the_step_limit(setting, server):
+    question, tools, llm = setting
+    script(server,
+           {"answer": 1, "confidence": 3},
+           {"steps": [{"tool": "segment_captions", "query": "", "start": 0, "end": 10}]},
+           {"answer": 3, "confidence": 3})
+    prediction = VideoAgent2(llm, confidence_threshold=5, max_steps=1).answer(question, tools)
+    assert prediction.answer == 3 and prediction.trace[-1]["reason"] == "step limit: answer forced"
+
+
+def test_traveler_replans_on_insufficient_and_forces_at_the_limit(setting, server):
+    question, tools, llm = setting
+    iteration = [{"plan": "look"}, {"timestamp": 2.0}, {"questions": ["what animal is this?"]},
+                 {"enough_information": False, "plan_followed": True, "explanation": "need the end",
+                  "answer": 0, "confidence": 1}]
+    script(server, *iteration, *iteration, {"answer": 4, "confidence": 2})
+    agent = TraveLER(llm, window=3, questions=1, max_iterations=2, max_memory_chars=100_000)
+    prediction = agent.answer(question, tools)
+    assert prediction.answer == 4
+    assert kinds(prediction) == (["memory"] + ["plan", "retrieve", "tool", "questions", "tool", "evaluate", "replan"] * 2
+                                 + ["final", "stop"])
+    assert sorted(prediction.trace[0]["memory"]) == ["0.0", "12.0", "15.0", "4.0", "8.0"]
+    window = prediction.trace[3]
+    assert window["tool"] == "window_caption" and window["timestamps"] == [1.0, 2.0, 3.0]
+    assert "need the end" in server.requests[4]["messages"][1]["content"]
+    assert prediction.trace[-1]["reason"] == "iteration limit: answer forced"
+
+
+def test_traveler_answers_when_the_evaluator_is_satisfied(setting, server):
+    question, tools, llm = setting
+    script(server, {"plan": "look at the start"}, {"timestamp": 0.0}, {"questions": ["a", "b", "c"]},
+           {"enough_information": True, "plan_followed": True, "explanation": "", "answer": 0, "confidence": 4})
+    prediction = TraveLER(llm).answer(question, tools)
+    assert prediction.answer == 0 and prediction.trace[-1]["reason"] == "evaluator: enough information"
+    assert sum(1 for s in prediction.trace if s.get("tool") == "visual_question") == 3
+
+
+def test_caviar_critic_picks_the_strategy_it_names_and_failing_steps_do_not_end_a_trace(setting, server):
+    question, tools, llm = setting
+    program = lambda code: {"thought": "try", "code": code}  # noqa: E731
+    script(server,
+           program("finish(0)"),
+           program("x = 1 / 0"), program("finish(1)"),
+           program("while True:\n    pass"), program("finish(2)"),
+           {"critique": "strategy 2 recovered from its error", "winner": 2})
+    prediction = CAViAR(llm, max_steps=3, step_time_limit_s=1).answer(question, tools)
+    assert prediction.valid and prediction.answer == 1
+    results = [s for s in prediction.trace if s["kind"] == "program_result"]
+    assert [s["strategy"] for s in results] == [1, 2, 2, 3, 3]
+    assert "ZeroDivisionError" in results[1]["result"] and "TimeoutError" in results[3]["result"]
+    assert results[4]["finished"] and prediction.trace[-1]["winner"] == 2
+    critic_prompt = server.requests[-1]["messages"][1]["content"]
+    assert "Strategy 3" in critic_prompt and "final answer: 2" in critic_prompt
+    assert "Winner: 2, because the question is about speech" in server.requests[-1]["messages"][0]["content"]
+    modules_shown = server.requests[0]["messages"][0]["content"]
+    assert "def retrieval_qa(query: str)" in modules_shown and "def find_when" not in modules_shown
+
+
+def test_caviar_module_calls_run_against_the_store(setting, server):
+    question, tools, llm = setting
+    script(server, {"thought": "t", "code": "seg = get_segment(0, 10)\nprint(seg['captions'][:40])\nfinish(0)"},
+           {"thought": "t", "code": "finish(0)"}, {"thought": "t", "code": "finish(0)"},
+           {"critique": "all agree", "winner": 1})
+    agent = CAViAR(llm, strategies=[["get_segment", "finish"], ["finish"], ["finish"]])
+    prediction = agent.answer(question, tools)
+    printed = next(s for s in prediction.trace if s["kind"] == "program_result")["result"]
+    assert "[0-10s] Looks like: Egyptian cat" in printed
+
+
+def test_an_unparseable_final_answer_is_invalid_not_a_guess(setting, server):
+    question, tools, llm = setting
+    server.script = [("reply", "I think it is the cat")] * 2
+    prediction = VideoAgent2(llm).answer(question, tools)
+    assert not prediction.valid and prediction.answer is None
+    assert "LLMReplyError" in prediction.error and "I think it is the cat" in prediction.error
