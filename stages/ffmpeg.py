@@ -21,15 +21,20 @@ def binary(name: str) -> str:
     return path
 
 
-def ffprobe(path: str, timeout_s: float) -> dict:
-    cmd = [binary("ffprobe"), "-v", "error", "-show_format", "-show_streams", "-of", "json", path]
+def _output(cmd: list[str], timeout_s: float, what: str) -> bytes:
+    """The stdout of a bounded ffmpeg/ffprobe run; a StageError with its last stderr lines otherwise."""
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        raise StageError(f"ffprobe timed out after {timeout_s:.0f} s") from None
+        raise StageError(f"{what} timed out after {timeout_s:.0f} s") from None
     if done.returncode != 0:
-        raise StageError(f"ffprobe failed: {_last_lines(done.stderr.decode(errors='replace'))}")
-    return json.loads(done.stdout)
+        raise StageError(f"{what} failed: {_last_lines(done.stderr.decode(errors='replace'))}")
+    return done.stdout
+
+
+def ffprobe(path: str, timeout_s: float) -> dict:
+    cmd = [binary("ffprobe"), "-v", "error", "-show_format", "-show_streams", "-of", "json", path]
+    return json.loads(_output(cmd, timeout_s, "ffprobe"))
 
 
 def _last_lines(text: str, n: int = 3) -> str:
@@ -96,10 +101,4 @@ def decode_audio(path: str, start: float, seconds: float, timeout_s: float, rate
     """The first audio track of `path` from `start` for `seconds`, as mono float32 PCM at `rate` Hz."""
     cmd = [binary("ffmpeg"), "-nostdin", "-v", "error", "-ss", f"{start:.3f}", "-t", f"{seconds:.3f}",
            "-i", path, "-map", "0:a:0", "-ac", "1", "-ar", str(rate), "-f", "f32le", "pipe:"]
-    try:
-        done = subprocess.run(cmd, capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise StageError(f"ffmpeg timed out after {timeout_s:.0f} s decoding audio") from None
-    if done.returncode != 0:
-        raise StageError(f"ffmpeg failed to decode audio: {_last_lines(done.stderr.decode(errors='replace'))}")
-    return done.stdout
+    return _output(cmd, timeout_s, "ffmpeg decoding audio")

@@ -131,3 +131,35 @@ def test_llm_server_dying_mid_run_leaves_no_partial_rows_and_a_rerun_completes(t
     assert len(rows) == 2 and len({r["row_id"] for r in rows}) == 2
     summaries = {store.summary(content_id(sample_dir / n), key) for n in ("places.mp4", "short.mp4")}
     assert summaries == {"the only reply before the server died", "a scripted summary"}
+
+
+def test_vision_language_backends_send_the_frames_as_image_parts(server):
+    from stages.agents.vision import VisionLanguageModel
+    from stages.describers import VisionLanguageDescriber
+    from store.store import Frame
+
+    jpeg = b"\xff\xd8frame\xff\xd9"
+    server.default = '{"caption": "a cat on a mat", "confidence": 4}'
+    caption, confidence = VisionLanguageDescriber(client(server)).describe([jpeg, jpeg])
+    assert (caption, confidence) == ("a cat on a mat", 0.8)
+    parts = server.requests[-1]["messages"][0]["content"]
+    assert [p["type"] for p in parts] == ["text", "image_url", "image_url"]
+    server.default = '{"answer": "a tabby cat", "confidence": 5}'
+    frames = [Frame("v", 0, 2.0, jpeg, 4, 4)]
+    assert VisionLanguageModel(client(server)).ask("What animal is it?", frames, None) == ("a tabby cat", 1.0)
+    asked = server.requests[-1]["messages"][0]["content"]
+    assert "2.0s" in asked[0]["text"] and "What animal is it?" in asked[0]["text"] and len(asked) == 2
+
+
+def test_summary_of_long_inputs_is_made_in_chunks_then_combined(server):
+    from stages.summarize import SummarizeVideo
+    from store.store import SegmentCaption, Transcript
+
+    captions = [SegmentCaption(i, i * 10.0, i * 10.0 + 10, f"caption of segment {i} " + "x" * 150, 0.5, "m")
+                for i in range(12)]
+    stage = SummarizeVideo(llm=client(server), max_input_chars=1000)
+    rows = [r for batch in stage.run({"duration": 120.0}, iter([captions]), iter([Transcript([], "no audio track")]))
+            for r in batch]
+    assert rows[0]["chunks"] == 3 and rows[0]["summary"] == "a scripted summary"
+    assert len(server.requests) == 4, "three chunk summaries, then one combining call"
+    assert "Part 3:" in server.requests[-1]["messages"][1]["content"]
