@@ -157,6 +157,7 @@ def test_summary_of_long_inputs_is_made_in_chunks_then_combined(server):
 
     captions = [SegmentCaption(i, i * 10.0, i * 10.0 + 10, f"caption of segment {i} " + "x" * 150, 0.5, "m")
                 for i in range(12)]
+    server.default = '{"summary": "a scripted summary"}'
     stage = SummarizeVideo(llm=client(server), max_input_chars=1000)
     rows = [r for batch in stage.run({"duration": 120.0}, iter([captions]), iter([Transcript([], "no audio track")]))
             for r in batch]
