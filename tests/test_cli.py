@@ -45,3 +45,17 @@ def test_keys_are_stable_across_processes(precomputed):
             f"print(build_plan(load_config(['store.uri={cfg.store.uri}']).stages).keys['frame_embeddings'])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == build_plan(cfg.stages).keys["frame_embeddings"]
+
+
+def test_show_prints_a_videos_artifacts(precomputed, sample_dir):
+    cfg, _, _ = precomputed
+    done = vidprep("show", str(sample_dir / "places.mp4"), f"store.uri={cfg.store.uri}")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "10.00 s" in out and "audio: no" in out
+    assert "[   0.0-  10.0s] Looks like:" in out
+    assert "(empty: no audio track)" in out
+    keys = build_plan(cfg.stages).keys
+    for stage in ("frames", "segments", "frame_embeddings", "segment_captions", "frame_captions", "transcript",
+                  "summary"):
+        assert f"* {keys[stage]}" in out
