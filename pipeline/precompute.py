@@ -5,7 +5,6 @@ once per worker. Workers write straight to the store; only small per-video recor
 """
 
 import dataclasses
-import datetime as dt
 import functools
 import json
 import os
