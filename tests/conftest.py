@@ -1,14 +1,23 @@
 """Shared fixtures: one sample set, one Ray session and one precomputed store per test session."""
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# The tests' own port for the local LLM server, apart from a user's default 8765.
-os.environ["VIDPREP_LLM_PORT"] = "18765"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# This session's own local LLM server, apart from a user's (8765) and from other test sessions.
+os.environ["VIDPREP_LLM_PORT"] = str(_free_port())
 
 from jobs.config import load_config  # noqa: E402
 from jobs.sample import make_sample  # noqa: E402

@@ -1,6 +1,7 @@
 """Captions, transcripts and summaries from the real shipped models and the real local LLM server."""
 
 import json
+import os
 import re
 
 import pytest
@@ -81,7 +82,8 @@ def test_summary_written_through_the_local_llm_server(artifacts):
     for name in ("scenes.mp4", "places.mp4", "short.mp4"):
         assert store.summary(ids[name], keys["summary"]).strip()
     rows = store.scan("summaries").to_pylist()
-    assert len(rows) == 3 and {r["model"] for r in rows} == {"smollm2@http://127.0.0.1:18765/v1"}
+    port = os.environ["VIDPREP_LLM_PORT"]
+    assert len(rows) == 3 and {r["model"] for r in rows} == {f"smollm2@http://127.0.0.1:{port}/v1"}
     assert summary.llm_calls >= 3
 
 
