@@ -269,12 +269,17 @@ class Store:
                 f" AND frame_index >= {chunk[0].frame_index} AND frame_index <= {chunk[-1].frame_index}",
             )
 
-    def frame_nearest(self, video_id: str, key: str, t: float) -> Frame:
+    def frames_nearest(self, video_id: str, key: str, t: float, n: int) -> list[Frame]:
+        """The n frames nearest to time t, in time order (JPEGs read only for those)."""
         index = self._frames(video_id, key, with_jpeg=False)
         if not index:
             raise ArtifactMissing(f"video {video_id} has no frames for stage key {key}")
-        nearest = min(index, key=lambda f: abs(f.timestamp - t))
-        return self._frames(video_id, key, f" AND frame_index = {nearest.frame_index}")[0]
+        nearest = sorted(index, key=lambda f: abs(f.timestamp - t))[:n]
+        wanted = ", ".join(str(f.frame_index) for f in nearest)
+        return self._frames(video_id, key, f" AND frame_index IN ({wanted})")
+
+    def frame_nearest(self, video_id: str, key: str, t: float) -> Frame:
+        return self.frames_nearest(video_id, key, t, 1)[0]
 
     def evenly_spaced_frames(self, video_id: str, key: str, n: int) -> list[Frame]:
         """N frames at 0, 1/(n-1), …, 1 of the video's span (the first frame when n is 1)."""

@@ -55,8 +55,7 @@ class VideoTools:
 
     def window(self, t: float, size: int) -> list[Frame]:
         """The `size` stored frames nearest to t, in time order."""
-        frames = self.store.frames_in_range(self.video_id, self._key("frames"), 0, self.duration + 1)
-        picked = sorted(sorted(frames, key=lambda f: abs(f.timestamp - t))[:size], key=lambda f: f.timestamp)
+        picked = self.store.frames_nearest(self.video_id, self._key("frames"), t, size)
         self._visit([f.timestamp for f in picked])
         return picked
 
