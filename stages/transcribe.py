@@ -37,9 +37,17 @@ def shipped_whisper_base() -> str:
     return str(cache)
 
 
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
 @dataclasses.dataclass
 class TranscribeSpeech(Stage):
-    """faster-whisper over the first audio track, `chunk_seconds` at a time so memory stays flat."""
+    """Whisper over the first audio track, `chunk_seconds` at a time so memory stays flat.
+
+    `backend`: "faster_whisper"; "whisperx" (batched inference, then forced alignment of the words;
+    its alignment models come from its hub); "auto" takes whisperx where it is installed.
+    """
 
     name = "transcript"
     version = 1
@@ -48,6 +56,7 @@ class TranscribeSpeech(Stage):
     stateful = True
 
     model: str = "shipped"
+    backend: str = "auto"
     language: str | None = None
     vad_filter: bool = True
     beam_size: int = 5
@@ -59,12 +68,22 @@ class TranscribeSpeech(Stage):
     def __post_init__(self):
         if self.chunk_seconds < 30:
             raise ConfigError(f"stages.transcript.chunk_seconds must be >= 30, got {self.chunk_seconds}")
+        if self.backend == "auto":
+            self.backend = "whisperx" if _installed("whisperx") else "faster_whisper"
+        if self.backend not in ("faster_whisper", "whisperx"):
+            raise ConfigError(f"stages.transcript.backend must be auto, faster_whisper or whisperx, got {self.backend!r}")
+        if self.backend == "whisperx" and not _installed("whisperx"):
+            raise ConfigError("stages.transcript.backend=whisperx but whisperx is not installed")
 
     @functools.cached_property
     def _whisper(self):
+        path = shipped_whisper_base() if self.model == "shipped" else self.model
+        if self.backend == "whisperx":
+            import whisperx
+
+            return whisperx.load_model(path, "cpu", compute_type=self.compute_type, language=self.language)
         from faster_whisper import WhisperModel
 
-        path = shipped_whisper_base() if self.model == "shipped" else self.model
         return WhisperModel(path, device="cpu", compute_type=self.compute_type, cpu_threads=self.cpu_threads)
 
     def params(self) -> dict:
@@ -80,7 +99,8 @@ class TranscribeSpeech(Stage):
             pcm = decode_audio(video["source_path"], start, self.chunk_seconds, self.timeout_s)
             audio = np.frombuffer(pcm, dtype=np.float32)
             if audio.size:
-                rows = self._transcribe(audio, start, index)
+                transcribe = self._transcribe_whisperx if self.backend == "whisperx" else self._transcribe
+                rows = transcribe(audio, start, index)
                 index += len(rows)
                 if rows:
                     yield rows
@@ -103,5 +123,26 @@ class TranscribeSpeech(Stage):
                 "words": [{"start": round(offset + w.start, 3), "end": round(offset + w.end, 3),
                            "word": w.word.strip(), "probability": float(w.probability)}
                           for w in segment.words or []],
+            })
+        return rows
+
+    def _transcribe_whisperx(self, audio: np.ndarray, offset: float, first_index: int) -> list[dict]:
+        import whisperx
+
+        result = self._whisper.transcribe(audio, batch_size=8, language=self.language)
+        language = result["language"]
+        aligner, metadata = whisperx.load_align_model(language_code=language, device="cpu")
+        aligned = whisperx.align(result["segments"], aligner, metadata, audio, "cpu", return_char_alignments=False)
+        rows = []
+        for segment in aligned["segments"]:
+            # whisperx leaves words it could not align (often numerals) without times.
+            words = [w for w in segment.get("words", []) if "start" in w and "end" in w]
+            rows.append({
+                "segment_index": first_index + len(rows),
+                "start": round(offset + segment["start"], 3), "end": round(offset + segment["end"], 3),
+                "text": segment["text"].strip(), "language": language, "language_probability": float("nan"),
+                "avg_logprob": float("nan"), "no_speech_prob": float("nan"),
+                "words": [{"start": round(offset + w["start"], 3), "end": round(offset + w["end"], 3),
+                           "word": w["word"].strip(), "probability": float(w.get("score", 0.0))} for w in words],
             })
         return rows

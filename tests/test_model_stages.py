@@ -92,3 +92,16 @@ def test_second_run_makes_no_model_and_no_llm_call(precomputed):
     again = precompute(cfg)
     assert (again.stage_runs, again.llm_calls) == (0, 0)
     assert "stage runs (model work): 0; LLM calls: 0" in "\n".join(again.lines())
+
+
+def test_transcript_backend_is_chosen_by_what_is_installed_and_named_in_the_key():
+    from stages.base import ConfigError
+    from stages.transcribe import TranscribeSpeech
+
+    auto = TranscribeSpeech()
+    assert auto.backend == "faster_whisper" and auto.params()["backend"] == "faster_whisper"
+    assert auto.key({}) == TranscribeSpeech(backend="faster_whisper").key({})
+    with pytest.raises(ConfigError, match="whisperx is not installed"):
+        TranscribeSpeech(backend="whisperx")
+    with pytest.raises(ConfigError, match="stages.transcript.backend"):
+        TranscribeSpeech(backend="vosk")
