@@ -147,7 +147,9 @@ def make_sample(folder: str | Path) -> Path:
 
 
 def main() -> None:
+    import os
     import sys
 
-    folder = sys.argv[1] if len(sys.argv) > 1 else "vidprep-data/sample"
+    # The same default place as the sample dataset's config (data_dir/sample).
+    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("VIDPREP_DATA", "vidprep-data"), "sample")
     print(f"sample videos in {make_sample(folder)}")
