@@ -75,22 +75,20 @@ class AnswerWorker:
 
     def __call__(self, row: dict) -> dict:
         question = Question(**json.loads(row["question_json"]))
-        usage, started = self.llm.usage, time.monotonic()
-        before = (usage.calls, usage.cache_hits, usage.prompt_tokens, usage.completion_tokens)
+        before, started = dataclasses.replace(self.llm.usage), time.monotonic()
         tools = VideoTools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision)
         prediction = self.agent.answer(question, tools)
-        after = (usage.calls, usage.cache_hits, usage.prompt_tokens, usage.completion_tokens)
-        calls, hits, prompt, completion = (a - b for a, b in zip(after, before))
+        used = self.llm.usage.since(before)
         self.store.upsert("predictions", [{
             "row_id": f"{self.key}/{question.qid}", "run_key": self.key, "qid": question.qid,
             "video_id": row["video_id"], "method": self.agent.name, "task": question.task, "qtype": question.qtype,
             "question_json": row["question_json"], "prediction_json": json.dumps(prediction.answer),
             "valid": prediction.valid, "error": prediction.error,
             "trace_json": json.dumps(prediction.trace, ensure_ascii=False, default=str),
-            "visited": tools.visited, "llm_calls": calls, "cache_hits": hits, "prompt_tokens": prompt,
-            "completion_tokens": completion, "seconds": time.monotonic() - started, "created_at": utcnow(),
+            "visited": tools.visited, "llm_calls": used.calls, "cache_hits": used.cache_hits,
+            "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens, "seconds": time.monotonic() - started, "created_at": utcnow(),
         }])
-        return {"qid": question.qid, "valid": prediction.valid, "llm_calls": calls}
+        return {"qid": question.qid, "valid": prediction.valid, "llm_calls": used.calls}
 
 
 @dataclasses.dataclass

@@ -51,6 +51,10 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    def since(self, earlier: "Usage") -> "Usage":
+        """What was used after `earlier`, a copy taken with dataclasses.replace(usage)."""
+        return Usage(*(getattr(self, f.name) - getattr(earlier, f.name) for f in dataclasses.fields(self)))
+
 
 # Every client of this process adds to it, so a pipeline can count the calls a stage made.
 PROCESS_USAGE = Usage()

@@ -2,9 +2,8 @@
 every step (prompt, reply, tool call, result, confidence, tokens, time) and the prediction."""
 
 import functools
-import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pipeline.questions import Question
@@ -88,17 +87,15 @@ class Trace:
         return step
 
     def ask(self, kind: str, system: str, user: str, schema: dict, **fields) -> dict:
-        usage = self.llm.usage
-        before = (usage.calls, usage.prompt_tokens, usage.completion_tokens, usage.cache_hits)
-        started = time.monotonic()
+        before, started = replace(self.llm.usage), time.monotonic()
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         try:
             reply = self.llm.complete_json(messages, schema)
         finally:
-            after = (usage.calls, usage.prompt_tokens, usage.completion_tokens, usage.cache_hits)
-            calls, prompt, completion, hits = (a - b for a, b in zip(after, before))
-            self.record(kind, prompt=messages, llm_calls=calls, cache_hits=hits, prompt_tokens=prompt,
-                        completion_tokens=completion, seconds=round(time.monotonic() - started, 3), **fields)
+            used = self.llm.usage.since(before)
+            self.record(kind, prompt=messages, llm_calls=used.calls, cache_hits=used.cache_hits,
+                        prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
+                        seconds=round(time.monotonic() - started, 3), **fields)
         self.steps[-1]["reply"] = reply
         return reply
 
@@ -125,7 +122,3 @@ class Agent:
 
     def solve(self, question: Question, tools, trace: Trace):
         raise NotImplementedError
-
-
-def as_json(value) -> str:
-    return json.dumps(value, ensure_ascii=False)

@@ -19,13 +19,10 @@ class StoredDescriptions:
     def describe(self, frames, tools) -> tuple[str, float]:
         if not frames:
             return "no frames", 0.0
-        lines, confidences = [], []
         descriptions = tools.frame_descriptions(frames)
-        for frame in frames:
-            lines.append(f"t={frame.timestamp:.1f}s: {descriptions.get(frame.frame_index, '(no description)')}")
+        lines = [f"t={f.timestamp:.1f}s: {descriptions.get(f.frame_index, '(no description)')}" for f in frames]
         captions = tools.segment_captions(frames[0].timestamp, frames[-1].timestamp)
-        confidences.append(captions.confidence)
-        return "\n".join(lines + ["Segment captions:", captions.text]), sum(confidences) / len(confidences)
+        return "\n".join(lines + ["Segment captions:", captions.text]), captions.confidence
 
     def ask(self, question: str, frames, tools) -> tuple[str, float]:
         text, confidence = self.describe(frames, tools)
