@@ -6,6 +6,7 @@ import sys
 
 COMMANDS = {
     "precompute": ("jobs.precompute", "precompute a dataset's artifacts into the store (Hydra job)"),
+    "import-captions": ("jobs.import_captions", "[--format F PATH]: published captions as a captions-only store"),
     "answer": ("jobs.answer", "answer a dataset's questions with a method (Hydra job)"),
     "evaluate": ("jobs.evaluate", "[run=KEY]: scores of the answer runs in the store"),
     "search": ("jobs.search", 'VIDEO_OR_ALL "text": top frames for a text query'),
@@ -22,7 +23,7 @@ def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         print("usage: vidprep COMMAND [args] [overrides]\n")
         for name, (_, help_text) in COMMANDS.items():
-            print(f"  {name:<12} {help_text}")
+            print(f"  {name:<16} {help_text}")
         sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     name = sys.argv.pop(1)
     sys.argv[0] = f"vidprep {name}"

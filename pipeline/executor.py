@@ -20,6 +20,7 @@ READERS = {
     "frames": Store.iter_frames,
     "segments": _whole(Store.segments),
     "segment_captions": _whole(Store.segment_captions),
+    "frame_captions": _whole(Store.frame_captions),
     "transcript": _whole(Store.transcript),
 }
 

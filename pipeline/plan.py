@@ -12,8 +12,9 @@ from stages.probe import ProbeVideo
 
 @dataclass
 class Plan:
-    probe: ProbeVideo
-    probe_config: dict
+    # None for a captions-only plan (no video files to probe; `vidprep import-captions` fills it).
+    probe: ProbeVideo | None
+    probe_config: dict | None
     stages: dict[str, Stage]
     keys: dict[str, str]
     # The config each stage was built from, for building it again inside a worker.
@@ -38,8 +39,8 @@ def build_stage(config: dict) -> Stage:
 
 def build_plan(stages_cfg: DictConfig) -> Plan:
     configs = OmegaConf.to_container(stages_cfg, resolve=True)
-    probe_config = configs.pop("probe")
-    probe = instantiate(probe_config)
+    probe_config = configs.pop("probe", None)
+    probe = instantiate(probe_config) if probe_config else None
     stages, keys = {}, {}
     for name, config in configs.items():
         stage = build_stage(config)

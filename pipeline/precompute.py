@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.executor import describe_error, run_stage
 from pipeline.manifest import read_manifest
 from pipeline.plan import Plan, build_plan, build_stage
+from stages.base import ConfigError
 from stages.llm import PROCESS_USAGE
 from store.store import Store, utcnow
 
@@ -125,7 +126,8 @@ def _stage_map(ds, plan: Plan, name: str, settings: StoreSettings, run_id: str, 
 
 def init_ray(cfg: DictConfig) -> None:
     if not ray.is_initialized():
-        ray.init(address=cfg.address or None, include_dashboard=False, log_to_driver=cfg.log_to_driver,
+        local = {} if cfg.address else {"num_cpus": cfg.num_cpus}
+        ray.init(address=cfg.address or None, include_dashboard=False, log_to_driver=cfg.log_to_driver, **local,
                  configure_logging=True, logging_level="WARNING")
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = bool(cfg.progress_bars)
@@ -186,15 +188,26 @@ def _known(store: Store, entries: list[dict], probe_key: str) -> tuple[list[dict
     return known, unknown
 
 
+def new_run_id() -> str:
+    return utcnow().strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def register_plan(store: Store, plan: Plan) -> None:
+    for name in plan.stages:
+        store.register_stage_config(plan.keys[name], name, plan.stages[name].version, plan.describe(name))
+
+
 def precompute(cfg: DictConfig) -> Summary:
     started, clock = utcnow(), time.monotonic()
-    run_id = started.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    run_id = new_run_id()
     plan = build_plan(cfg.stages)
+    if plan.probe is None:
+        raise ConfigError(f"dataset {cfg.dataset.name} has captions-only stages (no probe): fill its store "
+                          "with `vidprep import-captions`")
     settings = StoreSettings.from_config(cfg.store)
     store = settings.open()
     entries = [dataclasses.asdict(e) for e in read_manifest(cfg.dataset.manifest)]
-    for name in plan.stages:
-        store.register_stage_config(plan.keys[name], name, plan.stages[name].version, plan.describe(name))
+    register_plan(store, plan)
 
     records, unknown = _known(store, entries, plan.probe_key)
     if unknown:
@@ -205,7 +218,13 @@ def precompute(cfg: DictConfig) -> Summary:
                                           probe_key=plan.probe_key, run_id=run_id))
             .take_all()
         )
+    return run_stages(cfg, plan, settings, records, run_id, started, clock)
 
+
+def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: list[dict], run_id: str,
+               started, clock: float) -> Summary:
+    """Every stage of the plan over the identified videos, then the run's summary (also stored)."""
+    store = settings.open()
     summary = Summary(run_id=run_id, previous_wall_seconds=_previous_wall(store))
     unique, failed = {}, []
     for record in records:

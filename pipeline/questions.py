@@ -41,9 +41,14 @@ def _video(video_dir: str | Path, name: str, suffix: str = ".mp4") -> str:
     return str((Path(video_dir) / (name if Path(name).suffix else name + suffix)).resolve())
 
 
+# NExT-QA's question type codes (CW, CH, TN, TC, TP, DL, DO, DC) by the family results are reported in.
+NEXTQA_FAMILIES = {"C": "causal", "T": "temporal", "D": "descriptive"}
+
+
 def nextqa(csv_path: str, video_dir: str, video_map: str | None = None) -> list[Question]:
     """NExT-QA's CSV (video, frame_count, width, height, question, answer, qid, type, a0..a4);
-    `video_map` is its map_vid_vidorID.json when videos sit in VidOR's subfolders."""
+    `video_map` is its map_vid_vidorID.json when videos sit in VidOR's subfolders. A question's
+    qtype is its family (causal, temporal, descriptive)."""
     folders = _read_json(video_map) if video_map else {}
     try:
         with open(csv_path, newline="") as f:
@@ -57,7 +62,7 @@ def nextqa(csv_path: str, video_dir: str, video_map: str | None = None) -> list[
             questions.append(Question(
                 qid=f"{row['video']}_{row['qid']}", video=_video(video_dir, folders.get(row["video"], row["video"])),
                 task="mcq", question=row["question"].strip(), choices=choices, answer=int(row["answer"]),
-                qtype=row.get("type", ""),
+                qtype=NEXTQA_FAMILIES.get(row.get("type", "")[:1], row.get("type", "")),
             ))
         except (KeyError, ValueError) as error:
             raise ManifestError(f"{csv_path}:{number}: not a NExT-QA row ({error})") from error

@@ -20,6 +20,13 @@ class StageError(RuntimeError):
     """A stage could not process a video; the message says why, in the user's terms."""
 
 
+def evenly_spaced(items: list, n: int) -> list:
+    """n items spread evenly from first to last (the middle one for n=1); all of them when there are fewer."""
+    if len(items) <= n:
+        return items
+    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)] if n > 1 else [items[len(items) // 2]]
+
+
 def runtime(default):
     """A parameter that changes how a stage runs but not what it writes (so not part of its key)."""
     return dataclasses.field(default=default, metadata={"runtime": True})

@@ -3,13 +3,7 @@
 import dataclasses
 from collections.abc import Iterator
 
-from stages.base import ConfigError, Stage, runtime
-
-
-def _evenly(items: list, n: int) -> list:
-    if len(items) <= n:
-        return items
-    return [items[round(i * (len(items) - 1) / (n - 1))] for i in range(n)] if n > 1 else [items[len(items) // 2]]
+from stages.base import ConfigError, Stage, evenly_spaced, runtime
 
 
 @dataclasses.dataclass
@@ -34,7 +28,7 @@ class CaptionSegments(Stage):
         return {"model": self.describer.model_id, "frames_per_segment": self.frames_per_segment}
 
     def _caption(self, segment, frames) -> dict:
-        text, confidence = self.describer.describe([f.jpeg for f in _evenly(frames, self.frames_per_segment)])
+        text, confidence = self.describer.describe([f.jpeg for f in evenly_spaced(frames, self.frames_per_segment)])
         return {"segment_index": segment.segment_index, "start": segment.start, "end": segment.end,
                 "caption": text, "confidence": confidence, "model": self.describer.model_id}
 

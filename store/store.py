@@ -11,6 +11,7 @@ import pyarrow as pa
 from store import schema
 from store.keys import row_id
 
+
 def _quote(value: str) -> str:
     """A SQL string literal (paths may hold quotes, spaces, anything)."""
     return "'" + str(value).replace("'", "''") + "'"

@@ -23,7 +23,6 @@ from jobs.config import load_config  # noqa: E402
 from jobs.sample import make_sample  # noqa: E402
 
 
-
 def _shared_videos() -> Path:
     """The team's real odd videos (../shared/data/videos beside the checkout, or $VIDPREP_SHARED_DATA)."""
     candidates = [Path(os.environ["VIDPREP_SHARED_DATA"]) / "videos"] if "VIDPREP_SHARED_DATA" in os.environ else []

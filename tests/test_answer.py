@@ -115,7 +115,7 @@ def test_nextqa_loader_reads_the_real_csv(tmp_path):
     questions = nextqa(str(SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv"), str(tmp_path))
     assert len(questions) == 355 and len({q.qid for q in questions}) == 355
     first = questions[0]
-    assert first.task == "mcq" and len(first.choices) == 5 and first.answer == 3 and first.qtype == "CW"
+    assert first.task == "mcq" and len(first.choices) == 5 and first.answer == 3 and first.qtype == "causal"
     assert first.video == str(tmp_path / "8132842161.mp4")
 
 

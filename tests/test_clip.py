@@ -15,8 +15,13 @@ PROJECTION = 24
 
 @pytest.fixture(scope="module")
 def tiny_clip(tmp_path_factory):
-    from transformers import (CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor,
-                              CLIPTokenizer)
+    from transformers import (
+        CLIPConfig,
+        CLIPImageProcessor,
+        CLIPModel,
+        CLIPProcessor,
+        CLIPTokenizer,
+    )
 
     folder = tmp_path_factory.mktemp("tiny-clip")
     symbols = list(string.ascii_lowercase + string.digits + ".,'")

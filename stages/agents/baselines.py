@@ -3,7 +3,14 @@ and a random choice (a floor; it never replaces an invalid answer of another met
 
 import random
 
-from stages.agents.base import Agent, Trace, answer_schema, final_answer, load_prompt, question_text
+from stages.agents.base import (
+    Agent,
+    Trace,
+    answer_schema,
+    final_answer,
+    load_prompt,
+    question_text,
+)
 
 
 class LLoVi(Agent):

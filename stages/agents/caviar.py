@@ -7,8 +7,15 @@ An exception or timeout in a step is that step's result, and the agent goes on.
 
 import json
 
-from stages.agents.base import (Agent, InvalidAnswer, Trace, answer_schema, final_answer, load_prompt,
-                                question_text)
+from stages.agents.base import (
+    Agent,
+    InvalidAnswer,
+    Trace,
+    answer_schema,
+    final_answer,
+    load_prompt,
+    question_text,
+)
 from stages.agents.sandbox import Sandbox
 from stages.base import ConfigError
 from stages.llm import LLMClient

@@ -1,7 +1,7 @@
 """TraveLER: Traverse, Locate, Evaluate and Replan over a memory bank of the video.
 
-The memory bank is a dict keyed by timestamp, initialised with the stored captions of evenly
-spaced frames (0, .25, .5, .75, 1 of the video by default). Each iteration: the Planner writes a
+The memory bank is a dict keyed by timestamp, initialised with `initial_captions` of the stored
+frame captions, evenly spaced (0, .25, .5, .75, 1 of the video by default). Each iteration: the Planner writes a
 plan; the Retriever picks the next timestamp and takes a window of frames around it; the Extractor
 captions them and writes `questions` questions that the vision backend answers, all appended to
 memory; the Evaluator says whether memory is enough and the plan was followed (then it answers) or
@@ -11,7 +11,15 @@ grows past `max_memory_chars`; at `max_iterations` the answer is forced.
 
 import json
 
-from stages.agents.base import Agent, Trace, answer_schema, final_answer, load_prompt, question_text
+from stages.agents.base import (
+    Agent,
+    Trace,
+    answer_schema,
+    final_answer,
+    load_prompt,
+    question_text,
+)
+from stages.base import evenly_spaced
 
 PLAN_SCHEMA = {"type": "object", "properties": {"plan": {"type": "string"}}, "required": ["plan"],
                "additionalProperties": False}
@@ -31,8 +39,9 @@ class TraveLER(Agent):
     name = "traveler"
 
     def __init__(self, llm, window: int = 5, questions: int = 3, max_iterations: int = 5,
-                 max_memory_chars: int = 4000, prompts: dict | None = None):
+                 max_memory_chars: int = 4000, initial_captions: int = 5, prompts: dict | None = None):
         super().__init__(llm)
+        self.initial_captions = initial_captions
         self.window, self.questions, self.max_iterations = window, questions, max_iterations
         self.max_memory_chars = max_memory_chars
         self.prompts = {"plan": "traveler/plan_v1.txt", "retrieve": "traveler/retrieve_v1.txt",
@@ -45,7 +54,8 @@ class TraveLER(Agent):
                 + question_text(question))
 
     def solve(self, question, tools, trace: Trace):
-        memory = {f"{c.timestamp:.1f}": [c.caption] for c in tools.frame_captions()}
+        memory = {f"{c.timestamp:.1f}": [c.caption]
+                  for c in evenly_spaced(tools.frame_captions(), self.initial_captions)}
         trace.record("memory", memory=dict(memory))
         explanation = ""
         evaluate_schema = answer_schema(question, enough_information={"type": "boolean"},

@@ -6,7 +6,14 @@ each step. Phase 4 runs the plan's first tool call and adds its result, with the
 confidence, to memory. After `max_steps` tool calls the answer is forced.
 """
 
-from stages.agents.base import Agent, Trace, answer_schema, final_answer, load_prompt, question_text
+from stages.agents.base import (
+    Agent,
+    Trace,
+    answer_schema,
+    final_answer,
+    load_prompt,
+    question_text,
+)
 
 TOOLS = ["search_frames", "segment_captions", "transcript", "visual_question"]
 PLAN_SCHEMA = {

@@ -1,0 +1,40 @@
+"""`vidprep import-captions [--format F PATH] [overrides]`: load published captions as a store's
+frame captions and derive segment captions, caption embeddings and summaries from them.
+
+Without PATH the dataset says where its captions are (dataset=nextqa_dev); with PATH the videos
+are known by name only (dataset=captions) unless a dataset is given too.
+"""
+
+import argparse
+from pathlib import Path
+
+from jobs.config import load_config
+from jobs.errors import user_errors
+from jobs.serve_llm import ensure_local_llm
+from pipeline.imported import import_captions
+from stages.imported import FORMATS
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="vidprep import-captions", description=__doc__,
+                                     epilog="Further arguments are Hydra overrides, e.g. dataset=nextqa_dev")
+    parser.add_argument("path", nargs="?", help="caption folder or file")
+    parser.add_argument("--format", choices=FORMATS, help="videoagent ({video}_cap.json), llovi ({uid: [...]}), "
+                                                          "jsonl ({video, t, caption} lines)")
+    args, overrides = parser.parse_known_args()
+    if args.path:
+        if not any(o.startswith("dataset=") for o in overrides):
+            overrides.insert(0, "dataset=captions")
+        overrides.append(f"dataset.captions.path={Path(args.path).resolve()}")
+    if args.format:
+        overrides.append(f"dataset.captions.format={args.format}")
+    with user_errors():
+        cfg = load_config(overrides)
+        if "summary" in cfg.stages:
+            ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
+        summary = import_captions(cfg)
+    print("\n".join(summary.lines()))
+
+
+if __name__ == "__main__":
+    main()

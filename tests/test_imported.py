@@ -1,0 +1,153 @@
+"""Captions-only stores from published captions: the real NExT-QA dev subset's VideoAgent captions,
+imported, answered by the agents with the real local LLM, and scored per NExT-QA question type."""
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from jobs.config import load_config
+from pipeline.answer import answer
+from pipeline.imported import import_captions, named_video_id
+from pipeline.scoring import report
+from stages.agents.tools import VideoTools
+from stages.agents.vision import StoredDescriptions
+from stages.base import ConfigError
+from stages.imported import ImportedCaptions
+from tests.conftest import SHARED_VIDEOS
+
+NEXTQA_DEV = SHARED_VIDEOS.parent / "nextqa-dev"
+pytestmark = pytest.mark.skipif(not (NEXTQA_DEV / "val.csv").exists(),
+                                reason="shared/data/nextqa-dev is not on this machine")
+# Three real videos (37, 17 and 20 s) keep the summaries' LLM calls few.
+VIDEOS = ["8132842161", "5833145209", "9473479950"]
+
+
+@pytest.fixture(scope="module")
+def nextqa_subset(tmp_path_factory):
+    """The dev subset cut to VIDEOS, in NExT-QA's own layout (val.csv + captions/{video}_cap.json)."""
+    root = tmp_path_factory.mktemp("nextqa-dev")
+    (root / "captions").mkdir()
+    for video in VIDEOS:
+        (root / "captions" / f"{video}_cap.json").write_bytes((NEXTQA_DEV / "captions" / f"{video}_cap.json").read_bytes())
+    with open(NEXTQA_DEV / "val.csv", newline="") as f:
+        reader = csv.DictReader(f)
+        rows = [r for r in reader if r["video"] in VIDEOS]
+        fields = reader.fieldnames
+    with open(root / "val.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return root, rows
+
+
+def nextqa_config(store, root, *overrides):
+    return load_config([f"store.uri={store}", "dataset=nextqa_dev", f"dataset.root={root}",
+                        "ray.progress_bars=false", *overrides])
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory, nextqa_subset, ray_session, local_llm):
+    root, rows = nextqa_subset
+    store_uri = tmp_path_factory.mktemp("captions-store") / "db"
+    summary = import_captions(nextqa_config(store_uri, root))
+    cfg = nextqa_config(store_uri, root)
+    from pipeline.precompute import StoreSettings
+
+    return cfg, StoreSettings.from_config(cfg.store).open(), summary, rows
+
+
+def test_import_writes_every_derived_artifact_for_each_video(imported):
+    _, store, summary, _ = imported
+    assert (summary.videos, summary.done, summary.failed) == (3, 3, 0), summary.failures
+    captions = json.loads((NEXTQA_DEV / "captions" / "8132842161_cap.json").read_text())
+    video = store.video(named_video_id("8132842161"))
+    assert video["duration"] == len(captions) and video["codec"] == "captions-only"
+    done = {d["stage"]: d for d in store.done_stages(video["video_id"])}
+    assert set(done) == {"frame_captions", "frames", "segments", "frame_embeddings", "segment_captions",
+                         "transcript", "summary"}
+    assert done["frame_captions"]["rows"] == len(captions)
+    assert done["segments"]["rows"] == 4 and done["segment_captions"]["rows"] == 4
+    assert done["transcript"]["detail"] == "no audio track"
+    provenance = json.loads(store.scan("stage_configs", "stage = 'frame_captions'")["config_json"][0].as_py())
+    assert provenance["params"]["format"] == "videoagent" and provenance["params"]["sha256"]
+
+
+def test_reimport_is_a_no_op_and_a_changed_caption_file_is_a_new_key(imported, nextqa_subset):
+    cfg, _, _, _ = imported
+    again = import_captions(cfg)
+    assert (again.skipped, again.stage_runs, again.llm_calls) == (3, 0, 0)
+    root, _ = nextqa_subset
+    before = ImportedCaptions(format="videoagent", path=str(root / "captions")).key({})
+    edited = root / "edited"
+    edited.mkdir()
+    for file in (root / "captions").iterdir():
+        edited.joinpath(file.name).write_text(file.read_text().replace("The image", "A picture"))
+    assert ImportedCaptions(format="videoagent", path=str(edited)).key({}) != before
+
+
+def test_search_and_visual_questions_run_over_the_stored_captions(imported, embedder):
+    cfg, store, _, _ = imported
+    from pipeline.plan import build_plan
+
+    keys = build_plan(cfg.stages).keys
+    tools = VideoTools(store, keys, named_video_id("5833145209"), embedder, StoredDescriptions())
+    hits = tools.search("a bird bath made of stone", k=3)
+    assert "bird bath" in hits.text.lower() and len(hits.timestamps) == 3
+    answer_text = tools.visual_question("what is in the water?", [4.0]).text
+    captions = json.loads((NEXTQA_DEV / "captions" / "5833145209_cap.json").read_text())
+    assert captions["4"][:60] in answer_text
+    assert tools.transcript().text == "(no speech: no audio track)"
+
+
+@pytest.mark.parametrize("method", ["videoagent2", "llovi"])
+def test_agents_answer_nextqa_from_captions_and_score_per_type(imported, method):
+    cfg, store, _, rows = imported
+    overrides = ["method.max_steps=1"] if method == "videoagent2" else []
+    run_cfg = nextqa_config(cfg.store.uri, cfg.dataset.root, f"method={method}", "answer.limit=4", *overrides)
+    summary = answer(run_cfg)
+    assert (summary.questions, summary.answered) == (4, 4)
+    predictions = store.scan("predictions", f"run_key = '{summary.run_key}'").to_pylist()
+    result = report(predictions)["tasks"]["mcq"]
+    assert result["questions"] == 4 and result["invalid"] == summary.invalid
+    families = {"C": "causal", "T": "temporal", "D": "descriptive"}
+    assert set(result["per_type"]) == {families[r["type"][0]] for r in rows[:4]}
+
+
+def test_caption_formats_read_the_same_captions(tmp_path):
+    source = json.loads((NEXTQA_DEV / "captions" / "5833145209_cap.json").read_text())
+    texts = [source[str(t)] for t in range(len(source))]
+    (tmp_path / "llovi.json").write_text(json.dumps({"5833145209": texts}))
+    (tmp_path / "captions.jsonl").write_text(
+        "\n".join(json.dumps({"video": "5833145209", "t": t, "caption": c}) for t, c in enumerate(texts)))
+    read = {fmt: ImportedCaptions(format=fmt, path=str(path)).captions for fmt, path in [
+        ("videoagent", NEXTQA_DEV / "captions" / "5833145209_cap.json"), ("llovi", tmp_path / "llovi.json"),
+        ("jsonl", tmp_path / "captions.jsonl")]}
+    assert read["videoagent"] == read["llovi"] == read["jsonl"]
+    assert read["jsonl"]["5833145209"][3] == (3.0, source["3"])
+
+
+def test_bad_caption_sources_are_clear_errors(tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"video": "a", "t": 0, "caption": "x"}\nnot json\n')
+    with pytest.raises(ConfigError, match=r"bad.jsonl:2: not a caption line"):
+        _ = ImportedCaptions(format="jsonl", path=str(tmp_path / "bad.jsonl")).captions
+    with pytest.raises(ConfigError, match="format must be one of"):
+        ImportedCaptions(format="srt", path=str(tmp_path / "bad.jsonl"))
+    with pytest.raises(ConfigError, match="does not exist"):
+        ImportedCaptions(format="llovi", path=str(tmp_path / "missing.json"))
+
+
+def test_import_captions_command_loads_a_jsonl_without_a_dataset(tmp_path):
+    captions = tmp_path / "captions.jsonl"
+    captions.write_text("\n".join(json.dumps({"video": "clip", "t": t, "caption": f"a dog runs, second {t}"})
+                                  for t in range(12)))
+    done = subprocess.run([sys.executable, "-m", "jobs.cli", "import-captions", "--format", "jsonl", str(captions),
+                           f"store.uri={tmp_path / 'db'}", "ray.progress_bars=false", "~stages.summary"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "videos: 1 (1 done" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "jobs.cli", "import-captions", "--format", "llovi", str(captions),
+                          f"store.uri={tmp_path / 'db'}"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "captions.jsonl: cannot read captions" in bad.stderr
