@@ -11,6 +11,7 @@ COMMANDS = {
     "evaluate": ("jobs.evaluate", "[run=KEY]: scores of the answer runs in the store"),
     "search": ("jobs.search", 'VIDEO_OR_ALL "text": top frames for a text query'),
     "sample": ("jobs.sample", "[FOLDER]: write the built-in sample videos"),
+    "bench": ("jobs.bench", "measure what the cache saves (ratios against same-run baselines)"),
     "serve-llm": ("jobs.serve_llm", "run the embedded llama.cpp server with the shipped SmolLM2"),
     "show": ("jobs.show", "VIDEO_ID_OR_PATH: print a video's artifacts"),
 }

@@ -3,13 +3,13 @@
 import sys
 from contextlib import contextmanager
 
-from hydra.errors import InstantiationException
+from hydra.errors import ConfigCompositionException, InstantiationException, OverrideParseException
 
 from pipeline.manifest import ManifestError
 from stages.base import ConfigError
 from store.store import ArtifactMissing
 
-USER_ERRORS = (ConfigError, ManifestError, ArtifactMissing)
+USER_ERRORS = (ConfigError, ManifestError, ArtifactMissing, OverrideParseException, ConfigCompositionException)
 
 
 @contextmanager

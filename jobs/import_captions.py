@@ -22,6 +22,9 @@ def main() -> None:
     parser.add_argument("--format", choices=FORMATS, help="videoagent ({video}_cap.json), llovi ({uid: [...]}), "
                                                           "jsonl ({video, t, caption} lines)")
     args, overrides = parser.parse_known_args()
+    if args.path and "=" in args.path:
+        overrides.insert(0, args.path)
+        args.path = None
     if args.path:
         if not any(o.startswith("dataset=") for o in overrides):
             overrides.insert(0, "dataset=captions")

@@ -359,7 +359,7 @@ class Store:
             .search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
             .distance_type("cosine")
             .where(f"stage_key = {_quote(key)} AND {_in('video_id', ids)}", prefilter=True)
-            .select(["video_id", "timestamp", "description"])
+            .select(["video_id", "timestamp", "description", "_distance"])
             .limit(k)
             .to_list()
         )
