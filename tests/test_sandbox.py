@@ -35,7 +35,17 @@ def test_modules_are_reached_through_the_call_interface_and_state_persists(sandb
     ("eval('1 + 1')", "name 'eval' is not defined"),
     ("().__class__.__base__.__subclasses__()", "attribute '__subclasses__' is not allowed"),
     ("add.__globals__", "attribute '__globals__' is not allowed"),
+    ("add.__globals__['__builtins__']", "attribute '__globals__' is not allowed"),
+    ("import sys\nsys.modules['os']", "import of 'sys' is not allowed"),
+    ("exec('import os')", "name 'exec' is not defined"),
+    ("compile('1', 'x', 'eval')", "name 'compile' is not defined"),
+    ("getattr(add, '__glob' + 'als__')", "name 'getattr' is not defined"),
+    ("g = (x for x in [1])\ng.gi_frame.f_back.f_globals", "attribute 'f_globals' is not allowed"),
+    ("try:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame", "attribute 'tb_frame' is not allowed"),
+    ("def f():\n    yield 1\nf().gi_frame", "attribute 'gi_frame' is not allowed"),
+    ("[c for c in ().__class__.__mro__]", "attribute '__mro__' is not allowed"),
     ("add(1)", "add: TypeError"),
+    ("add('a', 1)", "add: TypeError"),
 ])
 def test_escapes_are_refused_and_the_sandbox_goes_on(sandbox, code, message):
     result = sandbox.run(code)
@@ -69,6 +79,7 @@ for name, attempt in [
     ("write", lambda: open("/x", "w").write("x")),
     ("socket", lambda: socket.socket().connect(("127.0.0.1", {port}))),
     ("fork", lambda: os.fork()),
+    ("exec", lambda: os.execv("/bin/sh", ["sh", "-c", "echo escaped"])),
 ]:
     try:
         attempt()
@@ -80,7 +91,7 @@ for name, attempt in [
     listener.close()
     lines = done.stdout.splitlines()
     assert lines[0] == "['filesystem', 'limits', 'network', 'unprivileged']", done.stderr
-    assert all(line.split()[1] == "blocked" for line in lines[1:]) and len(lines) == 5, done.stdout
+    assert all(line.split()[1] == "blocked" for line in lines[1:]) and len(lines) == 6, done.stdout
 
 
 def test_infinite_loop_is_stopped_and_the_next_step_runs():
@@ -99,5 +110,9 @@ def test_memory_bomb_and_output_flood_are_bounded():
         assert "MemoryError" in box.run("x = 'a' * (10 ** 9)").error
         flood = box.run("for i in range(10 ** 6):\n    print('y' * 100)")
         assert len(flood.output) < 1100 and "output cut at the limit" in flood.output
+        # 1 GB printed in 1 MB lines: cut at the limit, the step ends within its time.
+        gigabyte = box.run("for i in range(1000):\n    print('z' * 10 ** 6)")
+        assert len(gigabyte.output) < 1100 and "output cut at the limit" in gigabyte.output
+        assert box.run("1 + 1").value == "2"
     finally:
         box.close()

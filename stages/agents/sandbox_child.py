@@ -61,10 +61,15 @@ class Refused(Exception):
     pass
 
 
+# Attributes that lead from an object to frames, and from frames to other modules' globals.
+INTROSPECTION = {"gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next",
+                 "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "co_consts", "func_globals"}
+
+
 def check(tree: ast.AST) -> None:
-    """Refuse what no honest program needs: dunder and private attributes, imports off the list."""
+    """Refuse what no honest program needs: dunder, private and frame attributes, imports off the list."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+        if isinstance(node, ast.Attribute) and (node.attr.startswith("_") or node.attr in INTROSPECTION):
             raise Refused(f"access to attribute {node.attr!r} is not allowed")
         if isinstance(node, ast.Name) and node.id.startswith("__"):
             raise Refused(f"name {node.id!r} is not allowed")
