@@ -3,7 +3,11 @@
 import sys
 from contextlib import contextmanager
 
-from hydra.errors import ConfigCompositionException, InstantiationException, OverrideParseException
+from hydra.errors import (
+    ConfigCompositionException,
+    InstantiationException,
+    OverrideParseException,
+)
 
 from pipeline.manifest import ManifestError
 from stages.base import ConfigError

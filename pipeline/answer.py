@@ -9,6 +9,7 @@ re-run answers only what is missing and a sweep reuses the same indexes.
 import dataclasses
 import hashlib
 import json
+import os
 import time
 
 import ray
@@ -20,6 +21,7 @@ from pipeline.precompute import StoreSettings, init_ray
 from pipeline.questions import Question
 from stages.agents.base import PROMPTS
 from stages.agents.tools import VideoTools
+from stages.llm import api_keys
 from store.keys import stage_key
 from store.store import ArtifactMissing, utcnow
 
@@ -65,7 +67,8 @@ def resolve_videos(store, questions: list[Question], keys: dict[str, str]) -> di
 class AnswerWorker:
     """One actor: builds the method, its LLM client and the vision backend once."""
 
-    def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str):
+    def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str, api_keys: dict):
+        os.environ.update(api_keys)
         cfg = OmegaConf.create(cfg_yaml)
         self.store, self.keys, self.key = settings.open(), keys, key
         self.llm = instantiate(cfg.llm.client)
@@ -130,7 +133,8 @@ def answer(cfg: DictConfig) -> AnswerSummary:
         pool = ray.data.ActorPoolStrategy(size=cfg.answer.workers)
         results = (ray.data.from_items(pending)
                    .map(AnswerWorker, fn_constructor_kwargs=dict(
-                       cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys, key=key),
+                       cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys, key=key,
+                       api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True))),
                         compute=pool, num_cpus=cfg.answer.num_cpus)
                    .take_all())
     summary = AnswerSummary(key, cfg.method._target_.rsplit(".", 1)[1], len(questions), len(results),

@@ -18,7 +18,7 @@ from pipeline.executor import describe_error, run_stage
 from pipeline.manifest import read_manifest
 from pipeline.plan import Plan, build_plan, build_stage
 from stages.base import ConfigError
-from stages.llm import PROCESS_USAGE
+from stages.llm import PROCESS_USAGE, api_keys
 from store.store import Store, utcnow
 
 
@@ -103,7 +103,8 @@ class ModelStageWorker:
     """One actor of a model stage's pool: builds the stage (and so loads its model) once."""
 
     def __init__(self, settings: StoreSettings, name: str, config: dict, keys: dict,
-                 upstream_keys: dict, run_id: str):
+                 upstream_keys: dict, run_id: str, api_keys: dict):
+        os.environ.update(api_keys)
         self.store = settings.open()
         self.stage = build_stage(config)
         self.name, self.keys, self.upstream_keys, self.run_id = name, keys, upstream_keys, run_id
@@ -119,7 +120,8 @@ def _stage_map(ds, plan: Plan, name: str, settings: StoreSettings, run_id: str, 
     remote = dict(resources)
     if plan.stages[name].stateful:
         pool = ray.data.ActorPoolStrategy(size=remote.pop("concurrency", 1))
-        return ds.map(ModelStageWorker, fn_constructor_kwargs=args, compute=pool, **remote)
+        return ds.map(ModelStageWorker, fn_constructor_kwargs=args | {"api_keys": api_keys(plan.configs[name])},
+                      compute=pool, **remote)
     remote.pop("concurrency", None)
     return ds.map(run_stateless, fn_kwargs=args, **remote)
 

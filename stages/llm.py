@@ -25,6 +25,20 @@ _SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
 
 
+def api_keys(config) -> dict[str, str]:
+    """The API keys a config's LLM clients read (every `api_key_env` named in it that is set), to
+    hand to Ray workers, which on a cluster do not share the driver's environment."""
+    names, stack = set(), [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            names.update(v for k, v in node.items() if k == "api_key_env" and isinstance(v, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return {name: os.environ[name] for name in sorted(names) if name in os.environ}
+
+
 class LLMError(RuntimeError):
     """The endpoint could not give a usable reply within the retry budget."""
 
@@ -179,6 +193,9 @@ class LLMClient:
                 attempt += 1
                 self.usage.retries += 1
                 PROCESS_USAGE.retries += 1
+            except openai.APIStatusError as error:
+                # A refused request (bad key, unknown model, too long) is not retried: it would fail again.
+                raise LLMError(f"{self.base_url} refused the request: {error.status_code}: {error.message}") from None
 
     def _wait(self, error: Exception, attempt: int) -> float:
         response = getattr(error, "response", None)

@@ -18,6 +18,7 @@ class ScriptedLLM:
         self.script: list[tuple] = []
         self.default = default
         self.requests: list[dict] = []
+        self.authorizations: list[str] = []
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -27,6 +28,7 @@ class ScriptedLLM:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.requests.append(body)
+                owner.authorizations.append(self.headers.get("Authorization", ""))
                 action = owner.script.pop(0) if owner.script else ("reply", owner.default)
                 if action[0] == "drop":
                     self.connection.shutdown(socket.SHUT_RDWR)

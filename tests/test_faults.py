@@ -1,0 +1,150 @@
+"""What long runs on real clusters go through: two jobs on one store, readers during a write, an
+LLM endpoint that fails for a stretch, and API keys that must never be written anywhere."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.answer import answer
+from pipeline.plan import build_plan
+from pipeline.precompute import StoreSettings
+from store.keys import content_id
+from store.store import ArtifactMissing, Store
+from tests.conftest import config_for
+from tests.scripted_llm import ScriptedLLM
+from tests.test_resume import _snapshot
+
+SECRET = "sk-vidprep-test-DO-NOT-LEAK-4242"
+# The summaries in the store were written by the local LLM; LLoVi answers from captions alone, so the
+# scripted endpoint's runs leave the summary stage out instead of keying new summaries by it.
+WITHOUT_SUMMARY = ["~stages.summary"]
+
+
+def _precompute_process(uri, sample_dir) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "jobs.cli", "precompute", f"store.uri={uri}", "dataset=folder",
+                             f"dataset.manifest={sample_dir}", "ray.progress_bars=false"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_jobs_on_one_store_write_one_copy_and_readers_see_only_complete_artifacts(
+        tmp_path, sample_dir, precomputed):
+    cfg, reference, _ = precomputed
+    uri = str(tmp_path / "db")
+    keys = build_plan(cfg.stages).keys
+    videos = [content_id(sample_dir / n) for n in ("scenes.mp4", "places.mp4", "short.mp4")]
+    jobs = [_precompute_process(uri, sample_dir), _precompute_process(uri, sample_dir)]
+    seen: dict[tuple, object] = {}
+    misses = 0
+    while any(job.poll() is None for job in jobs):
+        if not os.path.exists(uri):
+            time.sleep(0.2)
+            continue
+        store = Store(uri)
+        for video in videos:
+            for name, read in (("segment_captions", store.segment_captions), ("summary", store.summary),
+                               ("transcript", store.transcript)):
+                try:
+                    seen[(video, name)] = read(video, keys[name])
+                except ArtifactMissing:
+                    misses += 1
+        time.sleep(0.5)
+    outputs = [job.communicate() for job in jobs]
+    assert all(job.returncode == 0 for job in jobs), [err[-2000:] for _, err in outputs]
+    final = StoreSettings.from_config(config_for(uri, sample_dir).store).open()
+    got, want = _snapshot(final), _snapshot(reference)
+    assert {t: set(rows) for t, rows in got.items()} == {t: set(rows) for t, rows in want.items()}
+    # The LLM server runs the two jobs' requests side by side, which may change a summary's wording.
+    assert {t: rows for t, rows in got.items() if t != "summaries"} == {
+        t: rows for t, rows in want.items() if t != "summaries"}
+    # What a reader got while the jobs ran was the finished artifact, never a part of it.
+    assert seen and misses
+    for (video, name), value in seen.items():
+        read = {"segment_captions": final.segment_captions, "summary": final.summary,
+                "transcript": final.transcript}[name]
+        assert value == read(video, keys[name]), (video, name)
+
+
+@pytest.fixture()
+def mcq_questions(tmp_path, sample_dir):
+    lines = [line for line in (sample_dir / "questions.jsonl").read_text().splitlines()
+             if json.loads(line)["task"] == "mcq"]
+    path = tmp_path / "mcq.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path, len(lines)
+
+
+def _scripted_answer_config(precomputed, sample_dir, questions, scripted, model, *extra):
+    cfg, _, _ = precomputed
+    return config_for(cfg.store.uri, sample_dir, "method=llovi", f"dataset.questions.path={questions}", f"+dataset.questions.video_dir={sample_dir}",
+                      "llm=openai", f"llm.client.base_url={scripted.base_url}", f"llm.client.model={model}",
+                      "llm.client.cache=false", "llm.client.backoff_s=0.05", "llm.client.timeout_s=1",
+                      "llm.client.api_key_env=VIDPREP_TEST_KEY", *WITHOUT_SUMMARY, *extra)
+
+
+def test_llm_faults_slow_a_run_down_and_past_the_budget_fail_only_that_question(
+        precomputed, sample_dir, mcq_questions, monkeypatch):
+    monkeypatch.setenv("VIDPREP_TEST_KEY", SECRET)
+    questions, count = mcq_questions
+    scripted = ScriptedLLM(default='{"answer": 1, "confidence": 3}')
+    try:
+        # A stretch of every fault, each within the retry budget of its call.
+        scripted.script = [("status", 429, {"Retry-After": "0.3"}), ("status", 500), ("hang", 3), ("drop",)]
+        cfg = _scripted_answer_config(precomputed, sample_dir, questions, scripted, "scripted", "llm.client.max_retries=4")
+        started = time.monotonic()
+        first = answer(cfg)
+        assert (first.answered, first.invalid) == (count, 0)
+        assert len(scripted.requests) == count + 4 and time.monotonic() - started > 1.3
+        assert all(a == f"Bearer {SECRET}" for a in scripted.authorizations)
+
+        # Past the budget (2 attempts): the first question fails with the reason, the rest are answered.
+        scripted.script = [("status", 503), ("status", 503)]
+        cfg = _scripted_answer_config(precomputed, sample_dir, questions, scripted, "scripted-2", "llm.client.max_retries=1")
+        second = answer(cfg)
+        store = StoreSettings.from_config(cfg.store).open()
+        rows = store.scan("predictions", f"run_key = '{second.run_key}'").to_pylist()
+        failed = [r for r in rows if not r["valid"]]
+        assert second.answered == count and len(failed) == 1
+        assert failed[0]["error"].startswith("LLMError") and "503" in failed[0]["error"]
+
+        # A re-run asks only the failed question again.
+        before = len(scripted.requests)
+        third = answer(cfg)
+        assert (third.answered, third.skipped, third.invalid) == (1, count - 1, 0)
+        assert len(scripted.requests) == before + 1
+    finally:
+        scripted.close()
+
+
+def test_api_keys_never_reach_logs_traces_reports_or_the_store(tmp_path, precomputed, sample_dir, mcq_questions):
+    questions, _ = mcq_questions
+    scripted = ScriptedLLM(default='{"answer": 0, "confidence": 4}')
+    scripted.script = [("status", 401), ("status", 429, {"Retry-After": "0"})]
+    cfg, _, _ = precomputed
+    store_copy = tmp_path / "store"
+    subprocess.run(["cp", "-r", cfg.store.uri, str(store_copy)], check=True)
+    overrides = [f"store.uri={store_copy}", "dataset=folder", f"dataset.manifest={sample_dir}", "method=llovi",
+                 f"dataset.questions.path={questions}",
+                 f"+dataset.questions.video_dir={sample_dir}", "llm=openai", f"llm.client.base_url={scripted.base_url}",
+                 "llm.client.model=scripted", "llm.client.backoff_s=0.05", "llm.client.max_retries=0",
+                 "llm.client.api_key_env=VIDPREP_TEST_KEY", *WITHOUT_SUMMARY, "ray.progress_bars=false",
+                 f"hydra.run.dir={tmp_path / 'outputs'}"]
+    env = dict(os.environ, VIDPREP_TEST_KEY=SECRET)
+    runs = [subprocess.run([sys.executable, "-m", "jobs.cli", command, *overrides], env=env, capture_output=True,
+                           text=True, timeout=600, check=False) for command in ("answer", "answer", "evaluate")]
+    scripted.close()
+    assert all(r.returncode == 0 for r in runs), [r.stderr[-2000:] for r in runs]
+    # The key was sent and the failures it met were reported; nowhere is the key written.
+    assert f"Bearer {SECRET}" in scripted.authorizations
+    assert ", 0 invalid" not in runs[0].stdout and ", 0 invalid" in runs[1].stdout
+    for run in runs:
+        assert SECRET not in run.stdout + run.stderr
+    ray_logs = Path("/tmp/ray/session_latest/logs")
+    for folder in (store_copy, tmp_path / "outputs", ray_logs):
+        for path in folder.rglob("*"):
+            if path.is_file():
+                assert SECRET.encode() not in path.read_bytes(), path
