@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from pipeline.plan import build_plan
 
 
@@ -59,3 +61,21 @@ def test_show_prints_a_videos_artifacts(precomputed, sample_dir):
     for stage in ("frames", "segments", "frame_embeddings", "segment_captions", "frame_captions", "transcript",
                   "summary"):
         assert f"* {keys[stage]}" in out
+
+
+@pytest.mark.parametrize("command,override,message", [
+    ("precompute", "stages.segments.seconds=-5", "stages.segments.seconds must be > 0, got -5"),
+    ("precompute", "stages.frames.fps=-1", "stages.frames.fps must be > 0, got -1"),
+    ("answer", "method=nosuchmethod", "Could not find 'method/nosuchmethod'"),
+    ("precompute", "stages.frames.fps=fast", "stages.frames.fps"),
+])
+def test_bad_configs_against_an_existing_store_are_clear_errors_and_change_nothing(
+        precomputed, sample_dir, command, override, message):
+    from tests.test_resume import _snapshot
+
+    cfg, store, _ = precomputed
+    before = _snapshot(store)
+    done = vidprep(command, f"store.uri={cfg.store.uri}", "dataset=folder", f"dataset.manifest={sample_dir}", override)
+    # Hydra itself reports an unknown config option (exit 1); vidprep reports bad values (exit 2).
+    assert done.returncode in (1, 2) and message in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert _snapshot(store) == before

@@ -2,6 +2,7 @@
 
 import json
 import math
+import subprocess
 
 import pytest
 
@@ -73,25 +74,48 @@ def test_changed_parameter_writes_beside_the_old(tmp_path, sample_dir, ray_sessi
 
 
 @needs_shared_videos
-def test_bad_files_are_reported_while_good_ones_complete(tmp_path, sample_dir, ray_session, local_llm):
+def test_odd_and_bad_files_are_reported_while_good_ones_complete_and_the_store_keeps_what_it_had(
+        tmp_path, sample_dir, ray_session, local_llm):
+    from tests.test_resume import _snapshot
+
     (tmp_path / "empty.mp4").write_bytes(b"")
-    rows = [
-        {"path": str(sample_dir / "short.mp4")},
-        {"path": str(SHARED_VIDEOS / "corrupted.mp4")},
-        {"path": str(tmp_path / "empty.mp4")},
-        {"path": str(tmp_path / "missing.mp4"), "id": "ghost"},
-    ]
+    (tmp_path / "notes.mp4").write_text("not a video\n" * 100)
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "color=c=red:s=64x48:d=0.04", "-frames:v", "1",
+                    str(tmp_path / "single.mp4")], check=True)
+    before = tmp_path / "before.csv"
+    before.write_text(f"path\n{sample_dir / 'short.mp4'}\n")
+    precompute(config_for(tmp_path / "db", before))
+    store = StoreSettings.from_config(config_for(tmp_path / "db", before).store).open()
+    kept = _snapshot(store)
+
+    rows = [{"path": str(sample_dir / "short.mp4")}, {"path": str(SHARED_VIDEOS / "corrupted.mp4")},
+            {"path": str(tmp_path / "empty.mp4")}, {"path": str(tmp_path / "missing.mp4"), "id": "ghost"},
+            {"path": str(tmp_path / "notes.mp4")}, {"path": str(tmp_path / "single.mp4")},
+            *({"path": str(SHARED_VIDEOS / n)} for n in ("video_90.mov", "nasa_13013.mp4", "h265_video.mp4"))]
     manifest = tmp_path / "videos.jsonl"
     manifest.write_text("\n".join(json.dumps(r) for r in rows))
-    summary = precompute(config_for(tmp_path / "db", manifest))
+    cfg = config_for(tmp_path / "db", manifest)
+    summary = precompute(cfg)
     reasons = {f["path"].rsplit("/", 1)[1]: (f["stage"], f["error"]) for f in summary.failures}
-    assert summary.done == 1 and summary.failed == 3
+    assert (summary.done, summary.skipped, summary.failed) == (4, 1, 4), summary.failures
     assert reasons["corrupted.mp4"][0] == "frames" and "Invalid NAL unit size" in reasons["corrupted.mp4"][1]
     assert reasons["empty.mp4"] == ("probe", "empty file (0 bytes)")
     assert reasons["missing.mp4"] == ("probe", "no such file")
-    store = StoreSettings.from_config(config_for(tmp_path / "db", manifest).store).open()
-    corrupt_id = content_id(SHARED_VIDEOS / "corrupted.mp4")
-    assert store.scan("frames", f"video_id = '{corrupt_id}'").num_rows == 0 or not store.done_keys([corrupt_id])
+    assert reasons["notes.mp4"][0] == "probe" and "Invalid data" in reasons["notes.mp4"][1]
+
+    keys = build_plan(cfg.stages).keys
+    ids = {n: content_id(p) for n, p in [("single", tmp_path / "single.mp4"), ("rotated", SHARED_VIDEOS / "video_90.mov"),
+                                          ("nasa", SHARED_VIDEOS / "nasa_13013.mp4"),
+                                          ("hevc", SHARED_VIDEOS / "h265_video.mp4")]}
+    assert len(store.frames_in_range(ids["single"], keys["frames"], 0, 10)) == 1
+    assert all(f.height > f.width for f in store.frames_in_range(ids["rotated"], keys["frames"], 0, 100))
+    assert store.frames_in_range(ids["hevc"], keys["frames"], 0, 100)
+    speech = store.transcript(ids["nasa"], keys["transcript"]).segments
+    assert speech and any(s.text.strip() for s in speech)
+    # Every row the store held before the bad inputs came is still there, unchanged.
+    after = _snapshot(store)
+    for table, rows_before in kept.items():
+        assert {k: after[table].get(k) for k in rows_before} == rows_before, table
 
 
 def test_manifest_formats(tmp_path, sample_dir):
