@@ -9,6 +9,7 @@ COMMANDS = {
     "import-captions": ("jobs.import_captions", "[--format F PATH]: published captions as a captions-only store"),
     "answer": ("jobs.answer", "answer a dataset's questions with a method (Hydra job)"),
     "evaluate": ("jobs.evaluate", "[run=KEY]: scores of the answer runs in the store"),
+    "report": ("jobs.report", "[RUN ...] [--serve]: a static HTML report of answer runs"),
     "search": ("jobs.search", 'VIDEO_OR_ALL "text": top frames for a text query'),
     "sample": ("jobs.sample", "[FOLDER]: write the built-in sample videos"),
     "bench": ("jobs.bench", "measure what the cache saves (ratios against same-run baselines)"),

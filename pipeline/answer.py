@@ -141,6 +141,6 @@ def answer(cfg: DictConfig) -> AnswerSummary:
                             len(questions) - len(pending), sum(not r["valid"] for r in results),
                             sum(r["llm_calls"] for r in results), time.monotonic() - clock)
     store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
-                     json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name,
+                     json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name, "keys": plan.keys,
                                                                  "config": OmegaConf.to_container(cfg.method)}))
     return summary
