@@ -41,16 +41,17 @@ def _snapshot(store: Store) -> dict[str, dict[str, tuple]]:
     return snapshot
 
 
-def _done_markers(uri: str) -> int:
-    store = Store(uri)
+def _done_markers(uri: str, storage_options: dict | None = None) -> int:
+    store = Store(uri, storage_options)
     return store.scan("stage_done").num_rows if "stage_done" in store.table_names() else 0
 
 
-def _run_until_killed(args: list[str], uri: str, markers: int, extra_delay: float) -> None:
+def _run_until_killed(args: list[str], uri: str, markers: int, extra_delay: float,
+                      storage_options: dict | None = None) -> None:
     process = subprocess.Popen(args, start_new_session=True, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
-    while _done_markers(uri) < markers and process.poll() is None and time.monotonic() < deadline:
+    while _done_markers(uri, storage_options) < markers and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(extra_delay)
     assert process.poll() is None, "the run finished before it could be killed"
