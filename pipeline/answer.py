@@ -67,8 +67,8 @@ def resolve_videos(store, questions: list[Question], keys: dict[str, str]) -> di
 class AnswerWorker:
     """One actor: builds the method, its LLM client and the vision backend once."""
 
-    def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str, api_keys: dict):
-        os.environ.update(api_keys)
+    def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str, api_keys: dict | None = None):
+        os.environ.update(api_keys or {})
         cfg = OmegaConf.create(cfg_yaml)
         self.store, self.keys, self.key = settings.open(), keys, key
         self.llm = instantiate(cfg.llm.client)
