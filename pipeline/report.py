@@ -80,14 +80,17 @@ class ReportWriter:
     def __init__(self, store: Store, out: Path):
         self.store, self.out = store, Path(out)
         self._thumbs: set[str] = set()
+        self._recorded: dict[str, dict] | None = None
 
     def _keys(self, run_key: str, video_id: str) -> dict[str, str]:
         """The precompute keys the run answered from (recorded with the run; else the newest done)."""
-        for run in sorted(self.store.scan("runs", "job = 'answer'").to_pylist(), key=lambda r: r["started_at"],
-                          reverse=True):
-            summary = json.loads(run["summary_json"])
-            if summary.get("run_key") == run_key and "keys" in summary:
-                return summary["keys"]
+        if self._recorded is None:
+            # Oldest first, so the newest record of a run key wins; read once, not per question.
+            runs = sorted(self.store.scan("runs", "job = 'answer'").to_pylist(), key=lambda r: r["started_at"])
+            self._recorded = {s["run_key"]: s["keys"] for s in map(json.loads, (r["summary_json"] for r in runs))
+                              if "keys" in s}
+        if run_key in self._recorded:
+            return self._recorded[run_key]
         newest = {}
         for done in sorted(self.store.done_stages(video_id), key=lambda d: d["finished_at"]):
             newest[done["stage"]] = done["stage_key"]
