@@ -5,6 +5,7 @@ background when nothing answers on its port yet, and leaves it running for the n
 """
 
 import importlib.util
+import socket
 import subprocess
 import sys
 import time
@@ -38,8 +39,16 @@ def is_serving(server: DictConfig) -> bool:
         return False
 
 
+def is_listening(server: DictConfig) -> bool:
+    try:
+        socket.create_connection((server.host, server.port), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
 def ensure_local_llm(llm: DictConfig, log: Path | None = None) -> subprocess.Popen | None:
-    """Start the local server unless one answers already; None when nothing had to start."""
+    """Start the local server unless one answers already; its process, or None when another one serves."""
     if not llm.server or is_serving(llm.server):
         return None
     if log:
@@ -49,12 +58,15 @@ def ensure_local_llm(llm: DictConfig, log: Path | None = None) -> subprocess.Pop
                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + llm.server.startup_timeout_s
     while not is_serving(llm.server):
-        if process.poll() is not None or time.monotonic() > deadline:
+        # Jobs of a parallel sweep may each start one: the first to bind the port serves, the others
+        # exit on it, so an exit is a failure only when nothing listens there.
+        exited = process.poll() is not None and not is_listening(llm.server)
+        if exited or time.monotonic() > deadline:
             process.kill()
             raise RuntimeError(f"the local LLM server did not start on {llm.server.host}:{llm.server.port}"
                                + (f"; see {log}" if log else ""))
         time.sleep(0.5)
-    return process
+    return process if process.poll() is None else None
 
 
 def main() -> None:

@@ -79,6 +79,27 @@ def test_multirun_sweep_reuses_the_same_store(answered, precomputed, sample_dir)
         assert f"({method}): 7 questions, 0 answered now, 7 already answered" in done.stdout, done.stderr[-2000:]
 
 
+def test_sweep_on_hydras_ray_launcher_runs_each_job_as_a_ray_task(precomputed, sample_dir):
+    import ray
+
+    cfg, store, _ = precomputed
+    answer(sample_config(precomputed, sample_dir, "random"))
+    # The jobs join this session's Ray, as a sweep joins a cluster through ray.address.
+    address = ray.get_runtime_context().gcs_address
+    args = [sys.executable, "-m", "jobs.cli", "answer", "--multirun", "hydra/launcher=ray_jobs", "method=random",
+            "method.seed=0,1", f"ray.address={address}", f"store.uri={cfg.store.uri}", "dataset=folder",
+            f"dataset.manifest={sample_dir}", "ray.progress_bars=false", f"hydra.sweep.dir={cfg.store.uri}-ray-sweep"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summaries = [line for line in done.stdout.splitlines() if "questions," in line]
+    # Ray prefixes what a task prints with its function and process.
+    assert len(summaries) == 2 and all("_run_job pid=" in line for line in summaries), done.stdout[-3000:]
+    assert sum("7 questions, 0 answered now, 7 already answered" in line for line in summaries) == 1
+    fresh = next(line for line in summaries if "7 answered now" in line)
+    run_key = fresh.split("run ")[1].split()[0]
+    assert store.scan("predictions", f"run_key = '{run_key}'").num_rows == 7
+
+
 def test_answering_loads_no_precompute_model(answered, precomputed, sample_dir):
     cfg, _, _ = precomputed
     code = f"""
