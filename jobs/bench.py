@@ -1,4 +1,4 @@
-"""`vidprep bench [--out DIR] [--vectors 10000,100000,1000000]`: what the cached pipeline saves,
+"""`vidprep bench [--out DIR] [--only GROUP,...] [--vectors 10000,100000,1000000]`: what the cached pipeline saves,
 each figure a ratio against a baseline measured in the same run on this machine.
 
 Writes bench.json and bench.md under --out. Inputs: the sample set, the team's real videos
@@ -32,6 +32,7 @@ from stages.probe import ProbeVideo
 from store import schema
 from store.store import SegmentCaption, Store, Transcript, TranscriptSegment
 
+GROUPS = ("decode", "rerun", "naive", "answer", "sweep", "memory", "cpus", "search")
 SHARED_VIDEOS = ("nasa_13013.mp4", "h265_video.mp4", "video_90.mov")
 
 
@@ -149,6 +150,17 @@ def naive_figure(plan, videos: list[dict], vidprep_seconds: float) -> Figure:
     inputs = f"{len(videos)} videos, {sum(v['duration'] for v in videos) / 60:.1f} min"
     return Figure(f"speed vs a naive sequential script (OpenCV seeking, one call at a time, no cache), {inputs}",
                   "naive script (1/s)", 1 / naive_seconds, 1 / vidprep_seconds, "1/s")
+
+
+def stage_work_figures(store: Store) -> list[Figure]:
+    """Each stage's compute seconds per second of video, from what its workers recorded: how to size
+    a stage's actor pool on a cluster (a ratio of 0.5 means one actor keeps up with 2 s of video per s)."""
+    duration = sum(v["duration"] for v in store.videos())
+    seconds: dict[str, float] = {}
+    for done in store.scan("stage_done", columns=["stage", "seconds"]).to_pylist():
+        seconds[done["stage"]] = seconds.get(done["stage"], 0.0) + done["seconds"]
+    return [Figure(f"stage {stage}: compute seconds per video second", "video duration (s)", duration, total, "s")
+            for stage, total in sorted(seconds.items())]
 
 
 # -- 4. answering from the store vs computing captions and summary per question ----------------------
@@ -292,7 +304,11 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=None, help="folder for bench.json and bench.md (default: DATA_DIR/bench)")
     parser.add_argument("--vectors", default="10000,100000,1000000", help="sizes for the search latency figure")
+    parser.add_argument("--only", default=",".join(GROUPS), help=f"figure groups to measure (default: all of {GROUPS})")
     args, overrides = parser.parse_known_args()
+    only = set(args.only.split(","))
+    if only - set(GROUPS):
+        parser.error(f"unknown figure groups {sorted(only - set(GROUPS))}; choose from {GROUPS}")
     cfg = load_config(["ray.progress_bars=false", *overrides])
     out = Path(args.out or Path(cfg.data_dir) / "bench")
     out.mkdir(parents=True, exist_ok=True)
@@ -311,37 +327,46 @@ def main() -> None:
         (out / "bench.md").write_text(markdown(figures))
         print(markdown(new), flush=True)
 
-    report([decode_figure(cfg, [*real, looped(bbb, 60, work)])])
+    if "decode" in only:
+        report([decode_figure(cfg, [*real, looped(bbb, 60, work)])])
 
     store_uri = work / "store"
     run_cfg = load_config([f"store.uri={store_uri}", "dataset=folder", f"dataset.manifest={sample}",
                            "ray.progress_bars=false", "llm.client.cache=false", *overrides])
-    first, second = precompute(run_cfg), precompute(run_cfg)
-    report([Figure("full precompute of the sample, second run", "first run (s)", first.wall_seconds,
-                   second.wall_seconds, "s", "<= 0.02")])
-
-    store = StoreSettings.from_config(run_cfg.store).open()
-    # One set of stage objects serves the naive script and both ways of answering, so models load once.
-    plan = build_plan(run_cfg.stages)
-    report([naive_figure(plan, store.videos(), first.wall_seconds)])
-    longer = work / "longer.jsonl"
-    longer.write_text("".join(json.dumps({"path": str(p)}) + "\n"
-                              for p in [looped(bbb, 120, work), looped(bbb, 240, work), *real[:1]]))
-    longer_cfg = load_config([f"store.uri={work / 'longer-store'}", "dataset=folder", f"dataset.manifest={longer}",
-                              "ray.progress_bars=false", "llm.client.cache=false", *overrides])
-    longer_seconds = precompute(longer_cfg).wall_seconds
-    report([naive_figure(plan, StoreSettings.from_config(longer_cfg.store).open().videos(), longer_seconds)])
-
-    questions = jsonl(str(sample / "questions.jsonl"))
-    ids = {path: s["video_id"] for path, s in store.sources([q.video for q in questions]).items()}
-    report(answer_figures(run_cfg, plan, store, questions, ids, work))
-    report(sweep_calls(sample, work))
-
-    one, ten = looped(bbb, 60, work), looped(bbb, 600, work)
-    report([Figure("decode peak memory, 10-minute video", "1-minute video (KiB)",
-                   decode_peak_kib(one, work / "mem-1"), decode_peak_kib(ten, work / "mem-10"), "KiB", "<= 1.2")])
-    report([cpu_figure(sample, work)])
-    report(search_figures([int(s) for s in args.vectors.split(",")], work))
+    if only & {"rerun", "naive", "answer"}:
+        first, second = precompute(run_cfg), precompute(run_cfg)
+        store = StoreSettings.from_config(run_cfg.store).open()
+        # One set of stage objects serves the naive script and both ways of answering, so models load once.
+        plan = build_plan(run_cfg.stages)
+    if "rerun" in only:
+        report([Figure("full precompute of the sample, second run", "first run (s)", first.wall_seconds,
+                       second.wall_seconds, "s", "<= 0.02")])
+    if "naive" in only:
+        report([naive_figure(plan, store.videos(), first.wall_seconds)])
+        longer = work / "longer.jsonl"
+        longer.write_text("".join(json.dumps({"path": str(p)}) + "\n"
+                                  for p in [looped(bbb, 120, work), looped(bbb, 240, work), *real[:1]]))
+        longer_cfg = load_config([f"store.uri={work / 'longer-store'}", "dataset=folder",
+                                  f"dataset.manifest={longer}", "ray.progress_bars=false", "llm.client.cache=false",
+                                  *overrides])
+        longer_seconds = precompute(longer_cfg).wall_seconds
+        longer_store = StoreSettings.from_config(longer_cfg.store).open()
+        report([naive_figure(plan, longer_store.videos(), longer_seconds), *stage_work_figures(longer_store)])
+    if "answer" in only:
+        questions = jsonl(str(sample / "questions.jsonl"))
+        ids = {path: s["video_id"] for path, s in store.sources([q.video for q in questions]).items()}
+        report(answer_figures(run_cfg, plan, store, questions, ids, work))
+    if "sweep" in only:
+        report(sweep_calls(sample, work))
+    if "memory" in only:
+        one, ten = looped(bbb, 60, work), looped(bbb, 600, work)
+        report([Figure("decode peak memory, 10-minute video", "1-minute video (KiB)",
+                       decode_peak_kib(one, work / "mem-1"), decode_peak_kib(ten, work / "mem-10"), "KiB",
+                       "<= 1.2")])
+    if "cpus" in only:
+        report([cpu_figure(sample, work)])
+    if "search" in only:
+        report(search_figures([int(s) for s in args.vectors.split(",")], work))
     print(f"written: {out / 'bench.json'}, {out / 'bench.md'}")
 
 
