@@ -1,10 +1,14 @@
-"""The input manifest: a folder of videos, or a CSV / JSONL / Parquet file of paths with optional ids."""
+"""The input manifest: a folder of videos (local or an object-storage prefix), or a CSV / JSONL / Parquet
+file of paths or URIs with optional ids."""
 
 import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from stages.media import is_uri, object_store
+
+MANIFEST_SUFFIXES = {".csv", ".jsonl", ".json", ".parquet"}
 VIDEO_SUFFIXES = {".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".ts", ".flv", ".wmv"}
 
 
@@ -22,12 +26,29 @@ def _entry(row: dict, base: Path, where: str) -> Entry:
     path = row.get("path")
     if not isinstance(path, str) or not path.strip():
         raise ManifestError(f"{where}: missing 'path' (columns: path, optional id)")
-    full = Path(path) if "://" in path or Path(path).is_absolute() else base / path
+    if "://" not in path and not Path(path).is_absolute():
+        path = str(base / path)
     name = row.get("id") or Path(path).stem
-    return Entry(path=str(full), name=str(name))
+    return Entry(path=path, name=str(name))
+
+
+def _listed(prefix: str) -> list[Entry]:
+    """The videos directly under an object-storage prefix, by name."""
+    from pyarrow.fs import FileSelector, FileType
+
+    store, key = object_store(prefix)
+    try:
+        infos = store.get_file_info(FileSelector(key.rstrip("/"), recursive=False))
+    except OSError as error:
+        raise ManifestError(f"{prefix}: cannot list videos: {error}") from error
+    scheme = prefix.split("://", 1)[0]
+    found = sorted(i.path for i in infos if i.type == FileType.File and Path(i.path).suffix.lower() in VIDEO_SUFFIXES)
+    return [Entry(path=f"{scheme}://{path}", name=Path(path).stem) for path in found]
 
 
 def read_manifest(source: str | Path) -> list[Entry]:
+    if is_uri(str(source)) and Path(str(source)).suffix.lower() not in MANIFEST_SUFFIXES:
+        return _listed(str(source))
     source = Path(source)
     if source.is_dir():
         files = sorted(p for p in source.iterdir() if p.suffix.lower() in VIDEO_SUFFIXES)

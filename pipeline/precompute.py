@@ -19,6 +19,7 @@ from pipeline.manifest import read_manifest
 from pipeline.plan import Plan, build_plan, build_stage
 from stages.base import ConfigError
 from stages.llm import PROCESS_USAGE, api_keys
+from stages.media import file_info
 from store.store import Store, utcnow
 
 
@@ -48,14 +49,6 @@ def _node_id() -> str:
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
 
-def _stat(path: str) -> tuple[int, int] | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_size, stat.st_mtime_ns
-
-
 def identify(entry: dict, settings: StoreSettings, probe_config: dict, probe_key: str,
              run_id: str) -> dict:
     """Hash and probe one manifest entry; its record carries the video row, or why it failed."""
@@ -63,7 +56,7 @@ def identify(entry: dict, settings: StoreSettings, probe_config: dict, probe_key
 
     store = settings.open()
     record = {"entry_path": entry["path"], "video_id": "", "failed_stage": "", "error": ""}
-    fingerprint = _stat(entry["path"])
+    fingerprint = file_info(entry["path"])
     try:
         video = instantiate(probe_config).run(entry["path"])
         video.update(name=entry["name"], stage_key=probe_key, row_id=video["video_id"])
@@ -179,7 +172,7 @@ def _known(store: Store, entries: list[dict], probe_key: str) -> tuple[list[dict
     for entry in entries:
         source = sources.get(entry["path"])
         fresh = (source is not None and source["probe_key"] == probe_key
-                 and (source["size"], source["mtime_ns"]) == _stat(entry["path"]))
+                 and (source["size"], source["mtime_ns"]) == file_info(entry["path"]))
         base = {"entry_path": entry["path"], "video_id": "", "failed_stage": "", "error": ""}
         if fresh and source["error"]:
             known.append(dict(base, failed_stage="probe", error=source["error"] + " (file unchanged since)"))

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline.manifest import ManifestError
+from stages.media import is_uri
 
 TASKS = ("mcq", "open", "rtl")
 
@@ -37,8 +38,11 @@ def _read_json(path: str | Path):
 
 
 def _video(video_dir: str | Path, name: str, suffix: str = ".mp4") -> str:
-    """The absolute path of a dataset's video (the store knows files by absolute path)."""
-    return str((Path(video_dir) / (name if Path(name).suffix else name + suffix)).resolve())
+    """The absolute path or URI of a dataset's video (the store knows files by absolute path or URI)."""
+    file = name if Path(name).suffix else name + suffix
+    if is_uri(str(video_dir)):
+        return f"{str(video_dir).rstrip('/')}/{file}"
+    return str((Path(video_dir) / file).resolve())
 
 
 # NExT-QA's question type codes (CW, CH, TN, TC, TP, DL, DO, DC) by the family results are reported in.
@@ -97,7 +101,7 @@ def activitynet_rtl(json_path: str, video_dir: str) -> list[Question]:
 
 def jsonl(path: str, video_dir: str | None = None) -> list[Question]:
     """One JSON object per line: qid, video, task, question, choices, answer, qtype."""
-    base = Path(video_dir) if video_dir else Path(path).parent
+    base = video_dir or str(Path(path).parent)
     questions = []
     try:
         lines = Path(path).read_text().splitlines()

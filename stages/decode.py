@@ -9,6 +9,7 @@ from PIL import Image
 
 from stages.base import ConfigError, Stage, runtime
 from stages.ffmpeg import stream_jpegs
+from stages.media import local_file
 
 
 @dataclasses.dataclass
@@ -52,7 +53,7 @@ class DecodeFrames(Stage):
     def run(self, video: dict) -> Iterator[list[dict]]:
         timeout = self.timeout_s + self.timeout_per_second * video["duration"]
         batch = []
-        for index, jpeg in enumerate(stream_jpegs(self.ffmpeg_args(video["source_path"]), timeout)):
+        for index, jpeg in enumerate(stream_jpegs(self.ffmpeg_args(local_file(video["source_path"])), timeout)):
             width, height = Image.open(io.BytesIO(jpeg)).size
             batch.append({
                 "frame_index": index, "timestamp": round(index / self.fps, 6),

@@ -1,11 +1,11 @@
 """Identify a video by its content and read its metadata with ffprobe."""
 
 import dataclasses
-import os
 from fractions import Fraction
 
 from stages.base import StageError
 from stages.ffmpeg import ffprobe
+from stages.media import file_info, local_file
 from store.keys import content_id
 
 
@@ -32,12 +32,14 @@ class ProbeVideo:
     timeout_s: float = 60.0
 
     def run(self, path: str) -> dict:
-        if not os.path.isfile(path):
+        found = file_info(path)
+        if found is None:
             raise StageError("no such file")
-        stat = os.stat(path)
-        if stat.st_size == 0:
+        size = found[0]
+        if size == 0:
             raise StageError("empty file (0 bytes)")
-        info = ffprobe(path, self.timeout_s)
+        local = local_file(path)
+        info = ffprobe(local, self.timeout_s)
         streams = info.get("streams", [])
         video = next(
             (s for s in streams
@@ -53,9 +55,9 @@ class ProbeVideo:
         if abs(_rotation(video)) % 180 == 90:
             width, height = height, width
         return {
-            "video_id": content_id(path),
+            "video_id": content_id(local),
             "source_path": path,
-            "size": stat.st_size,
+            "size": size,
             "duration": duration,
             "fps": _rate(video.get("avg_frame_rate")) or _rate(video.get("r_frame_rate")),
             "width": width,

@@ -12,6 +12,7 @@ import numpy as np
 
 from stages.base import ConfigError, Stage, runtime
 from stages.ffmpeg import decode_audio
+from stages.media import local_file
 
 RATE = 16000
 
@@ -94,9 +95,9 @@ class TranscribeSpeech(Stage):
     def run(self, video: dict) -> Iterator[list[dict]]:
         if not video["has_audio"]:
             return "no audio track"
-        index, start = 0, 0.0
+        index, start, path = 0, 0.0, local_file(video["source_path"])
         while start < video["duration"]:
-            pcm = decode_audio(video["source_path"], start, self.chunk_seconds, self.timeout_s)
+            pcm = decode_audio(path, start, self.chunk_seconds, self.timeout_s)
             audio = np.frombuffer(pcm, dtype=np.float32)
             if audio.size:
                 transcribe = self._transcribe_whisperx if self.backend == "whisperx" else self._transcribe

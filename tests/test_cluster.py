@@ -1,5 +1,5 @@
 """Scale out: a multi-node Ray cluster on this machine (head + two workers with their own custom
-resources) and the store on an S3-compatible server on 127.0.0.1 (moto), each giving the same
+resources) and the videos and the store on an S3-compatible server on 127.0.0.1 (moto), each giving the same
 store contents as the local run."""
 
 import json
@@ -76,7 +76,7 @@ def _free_port() -> int:
 
 @pytest.fixture()
 def s3_server(tmp_path):
-    """moto's S3 server on loopback, with one bucket; yields the environment a user would set."""
+    """moto's S3 server on loopback, with one bucket; yields the environment a user would set and a client."""
     port = _free_port()
     moto = Path(sys.executable).parent / "moto_server"
     server = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
@@ -95,27 +95,36 @@ def s3_server(tmp_path):
                 break
             except Exception:  # noqa: BLE001 - the server is still starting
                 time.sleep(0.1)
-        yield env
+        yield env | {"client": client}
     finally:
         server.kill()
         server.wait()
 
 
-def test_precompute_and_answer_with_the_store_on_s3_and_resume_after_a_kill(tmp_path, sample_dir, precomputed,
-                                                                             s3_server, monkeypatch):
+def test_precompute_and_answer_with_videos_and_store_on_s3_and_resume_after_a_kill(tmp_path, sample_dir, precomputed,
+                                                                                    s3_server, monkeypatch):
     _, reference, _ = precomputed
+    client = s3_server.pop("client")
     for name, value in s3_server.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("VIDPREP_MEDIA_CACHE", str(tmp_path / "media"))
+    for video in sorted(sample_dir.glob("*.mp4")):
+        client.upload_file(str(video), "vidprep-test", f"videos/{video.name}")
     uri = "s3://vidprep-test/store"
     options = {"endpoint": s3_server["AWS_ENDPOINT_URL"], "region": "us-east-1", "allow_http": "true"}
-    common = [f"store.uri={uri}", "store=s3", "dataset=folder", f"dataset.manifest={sample_dir}",
+    common = [f"store.uri={uri}", "store=s3", "dataset=folder", "dataset.manifest=s3://vidprep-test/videos",
+              f"dataset.questions.path={sample_dir}/questions.jsonl", "+dataset.questions.video_dir=s3://vidprep-test/videos",
               "ray.progress_bars=false"]
     precompute = [sys.executable, "-m", "jobs.cli", "precompute", *common]
     _run_until_killed(precompute, uri, markers=3, extra_delay=0.2, storage_options=options)
     resumed = subprocess.run(precompute, capture_output=True, text=True, timeout=900, check=False)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     store = Store(uri, options)
-    assert _snapshot(store) == _snapshot(reference)
+    assert _without_file_names(_snapshot(store)) == _without_file_names(_snapshot(reference))
+    assert {v["source_path"] for v in store.scan("videos").to_pylist()} <= {
+        f"s3://vidprep-test/videos/{name}.mp4" for name in ("scenes", "scenes_copy", "places", "short")}
+    again = subprocess.run(precompute, capture_output=True, text=True, timeout=900, check=False)
+    assert "0 done, 3 skipped as complete, 1 failed" in again.stdout, again.stdout
 
     answered = subprocess.run([sys.executable, "-m", "jobs.cli", "answer", *common, "method=llovi"],
                               capture_output=True, text=True, timeout=900, check=False)
