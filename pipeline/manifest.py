@@ -26,7 +26,7 @@ def _entry(row: dict, base: Path, where: str) -> Entry:
     path = row.get("path")
     if not isinstance(path, str) or not path.strip():
         raise ManifestError(f"{where}: missing 'path' (columns: path, optional id)")
-    if "://" not in path and not Path(path).is_absolute():
+    if not is_uri(path) and not Path(path).is_absolute():
         path = str(base / path)
     name = row.get("id") or Path(path).stem
     return Entry(path=path, name=str(name))
