@@ -32,7 +32,7 @@ from stages.probe import ProbeVideo
 from store import schema
 from store.store import SegmentCaption, Store, Transcript, TranscriptSegment
 
-GROUPS = ("decode", "rerun", "naive", "answer", "sweep", "memory", "search")
+GROUPS = ("decode", "rerun", "naive", "answer", "sweep", "memory", "cpus", "search")
 SHARED_VIDEOS = ("nasa_13013.mp4", "h265_video.mp4", "video_90.mov")
 
 
@@ -244,6 +244,17 @@ def _decode_into_store(path: str, store_uri: str) -> None:
     run_stage(Store(store_uri), stage, stage.key({}), {}, ProbeVideo().run(path), "bench", "local")
 
 
+def cpu_figure(sample: Path, work: Path) -> Figure:
+    walls = {}
+    for cpus in (1, 2):
+        store = work / f"cpus-{cpus}"
+        _vidprep("precompute", "dataset=folder", f"dataset.manifest={sample}", f"store.uri={store}",
+                 f"ray.num_cpus={cpus}", "llm.client.cache=false")
+        walls[cpus] = Store(str(store)).last_run("precompute")["wall_seconds"]
+    return Figure("precompute throughput with 2 Ray CPUs", "1 Ray CPU (runs/s)", 1 / walls[1], 1 / walls[2],
+                  "1/s")
+
+
 def search_figures(sizes: list[int], work: Path, dim: int = 384, videos: int = 100) -> list[Figure]:
     figures, rng = [], np.random.default_rng(0)
     for size in sizes:
@@ -352,6 +363,8 @@ def main() -> None:
         report([Figure("decode peak memory, 10-minute video", "1-minute video (KiB)",
                        decode_peak_kib(one, work / "mem-1"), decode_peak_kib(ten, work / "mem-10"), "KiB",
                        "<= 1.2")])
+    if "cpus" in only:
+        report([cpu_figure(sample, work)])
     if "search" in only:
         report(search_figures([int(s) for s in args.vectors.split(",")], work))
     print(f"written: {out / 'bench.json'}, {out / 'bench.md'}")

@@ -13,7 +13,7 @@ import os
 import time
 
 import ray
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from pipeline.plan import build_plan
@@ -41,7 +41,7 @@ def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
     method = OmegaConf.to_container(cfg.method, resolve=True)
     llm = OmegaConf.to_container(cfg.llm.client, resolve=True)
     params = {
-        "method": method, "prompts": _prompt_hashes(method),
+        "method": method, "method_version": get_class(method["_target_"]).version, "prompts": _prompt_hashes(method),
         "llm": {k: llm.get(k) for k in ("base_url", "model", "temperature", "max_tokens", "seed",
                                          "structured_output", "max_string_chars")},
         "vision": OmegaConf.to_container(cfg.vision, resolve=True), "dataset": cfg.dataset.name,

@@ -7,6 +7,7 @@ once per worker. Workers write straight to the store; only small per-video recor
 import dataclasses
 import functools
 import json
+import logging
 import os
 import time
 import uuid
@@ -117,6 +118,40 @@ def _stage_map(ds, plan: Plan, name: str, settings: StoreSettings, run_id: str, 
                       compute=pool, **remote)
     remote.pop("concurrency", None)
     return ds.map(run_stateless, fn_kwargs=args, **remote)
+
+
+def fit_resources(resources: dict[str, dict], stateful: set[str], cpus: float) -> dict[str, dict]:
+    """Stage resources under which every stage can run at once on `cpus` CPUs.
+
+    Ray Data keeps at least one actor of every model stage's pool alive for the whole run, holding its
+    CPUs while idle. When the pools leave no CPU for the largest stateless task, a later stage's actor
+    can take the CPU an earlier stage waits for and the run hangs; so the pools' CPU requests are
+    scaled down by one factor until they fit beside that task (the actors then share cores).
+    """
+    pools = sum(r["num_cpus"] * r.get("concurrency", 1) for n, r in resources.items() if n in stateful)
+    task = max((r["num_cpus"] for n, r in resources.items() if n not in stateful), default=0)
+    if task > cpus:
+        raise ConfigError(f"a stage task asks for {task} CPUs but this Ray has {cpus}: lower "
+                          "resources.STAGE.num_cpus or raise ray.num_cpus")
+    if pools <= cpus - task:
+        return resources
+    scale = (cpus - task) / pools
+    logging.getLogger(__name__).warning(
+        "model stages ask for %s CPUs for their actors and this Ray has %s beside a %s-CPU task: "
+        "their CPU requests are scaled by %.2f so no stage waits forever", pools, cpus, task, scale)
+    return {n: dict(r, num_cpus=r["num_cpus"] * scale) if n in stateful else r for n, r in resources.items()}
+
+
+def stage_resources(cfg: DictConfig, plan: Plan) -> dict[str, dict]:
+    """Each stage's Ray resources from `resources`; fitted to a local Ray, whose size is known and fixed
+    (a cluster may autoscale to what the stages ask for)."""
+    resources = {name: {"num_cpus": 1, **OmegaConf.to_container(cfg.resources.get(name, cfg.resources.default),
+                                                                 resolve=True)}
+                 for name in plan.stages}
+    if cfg.ray.address:
+        return resources
+    stateful = {name for name, stage in plan.stages.items() if stage.stateful}
+    return fit_resources(resources, stateful, ray.cluster_resources().get("CPU", 0))
 
 
 def init_ray(cfg: DictConfig) -> None:
@@ -237,8 +272,7 @@ def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: li
     if pending:
         init_ray(cfg.ray)
         ds = ray.data.from_items(pending)
-        for name in plan.stages:
-            resources = OmegaConf.to_container(cfg.resources.get(name, cfg.resources.default), resolve=True)
+        for name, resources in stage_resources(cfg, plan).items():
             ds = _stage_map(ds, plan, name, settings, run_id, resources)
         finished = ds.take_all()
     for record in finished:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import lancedb
 import numpy as np
 import pyarrow as pa
+from lancedb.index import IvfHnswSq
 
 from store import schema
 from store.keys import row_id
@@ -369,17 +370,24 @@ class Store:
         ]
 
     def index_embeddings(self) -> list[str]:
-        """Build (or rebuild) the ANN index of every embedding table that has grown past the threshold."""
-        built = []
+        """Keep an ANN index on every embedding table past `ann_min_rows` rows, built once.
+
+        Training the index (k-means over the vectors) takes minutes at millions of rows, so later
+        runs fold their new rows into the existing index (LanceDB's optimize) instead of rebuilding it.
+        """
+        indexed = []
         for name in self.table_names():
             if not name.startswith("frame_embeddings_"):
                 continue
             table = self.table(name)
-            if table.count_rows() >= self.ann_min_rows:
-                table.create_index(metric="cosine", vector_column_name="vector",
-                                   index_type="IVF_HNSW_SQ", replace=True)
-                built.append(name)
-        return built
+            if any(index.columns == ["vector"] for index in table.list_indices()):
+                table.optimize()
+            elif table.count_rows() >= self.ann_min_rows:
+                table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
+            else:
+                continue
+            indexed.append(name)
+        return indexed
 
     def compact(self) -> None:
         """Merge the small fragments that many per-video writes leave behind."""

@@ -107,6 +107,22 @@ def test_traveler_answers_when_the_evaluator_is_satisfied(setting, server):
     assert sum(1 for s in prediction.trace if s.get("tool") == "visual_question") == 3
 
 
+def test_traveler_keeps_every_memory_item_within_its_share_of_the_budget(setting, server):
+    # Published captions run to thousands of characters; unbounded, they overflowed a 4k-token context.
+    question, tools, llm = setting
+    script(server, {"plan": "look"}, {"timestamp": 2.0}, {"questions": ["what animal is this?"]},
+           {"memory": "cats early"},
+           {"enough_information": True, "plan_followed": True, "explanation": "", "answer": 0, "confidence": 4})
+    prediction = TraveLER(llm, window=3, questions=1, max_memory_chars=160).answer(question, tools)
+    assert prediction.valid and "summarize" in kinds(prediction)
+    window_caption = prediction.trace[3]["result"]
+    assert len(window_caption) > 80
+    assert f"Caption: {window_caption[:80]} [...]" in server.requests[2]["messages"][1]["content"]
+    evaluate = json.loads(server.requests[4]["messages"][1]["content"].split("Memory: ", 1)[1].split("\n")[0])
+    assert evaluate["summary of earlier memory"] == ["cats early"]
+    assert all(len(item) <= 80 + len(" [...]") for items in evaluate.values() for item in items)
+
+
 def test_caviar_critic_picks_the_strategy_it_names_and_failing_steps_do_not_end_a_trace(setting, server):
     question, tools, llm = setting
     program = lambda code: {"thought": "try", "code": code}  # noqa: E731

@@ -8,7 +8,13 @@ import pytest
 
 from pipeline.manifest import ManifestError, read_manifest
 from pipeline.plan import build_plan
-from pipeline.precompute import StoreSettings, precompute
+from pipeline.precompute import (
+    StoreSettings,
+    fit_resources,
+    precompute,
+    stage_resources,
+)
+from stages.base import ConfigError
 from store.keys import content_id
 from tests.conftest import SHARED_VIDEOS, config_for, needs_shared_videos
 
@@ -53,6 +59,27 @@ def test_second_run_skips_all_work(precomputed):
     assert again.wall_seconds < 0.25 * first.wall_seconds
     after = {name: store.table(name).count_rows() for name in store.table_names() if name != "runs"}
     assert after == before
+
+
+def test_model_stage_pools_are_fitted_to_a_small_local_ray_so_no_stage_waits_forever(tmp_path, ray_session):
+    # The session's Ray has 2 CPUs; the four CPU-holding model stages ask for 1 each by default.
+    cfg = config_for(tmp_path, tmp_path)
+    plan = build_plan(cfg.stages)
+    resources = stage_resources(cfg, plan)
+    pools = [r["num_cpus"] * r.get("concurrency", 1) for n, r in resources.items() if plan.stages[n].stateful]
+    tasks = [r["num_cpus"] for n, r in resources.items() if not plan.stages[n].stateful]
+    assert sum(pools) + max(tasks) <= 2
+    assert sorted(set(pools)) == [0, 0.25]
+    on_a_cluster = stage_resources(config_for(tmp_path, tmp_path, "ray.address=auto"), plan)
+    assert on_a_cluster["frame_embeddings"]["num_cpus"] == 1
+
+
+def test_fitting_keeps_roomy_resources_and_rejects_a_task_bigger_than_ray():
+    roomy = {"frames": {"num_cpus": 1}, "embed": {"num_cpus": 2, "concurrency": 2}}
+    assert fit_resources(roomy, {"embed"}, 8) == roomy
+    assert fit_resources(roomy, {"embed"}, 3)["embed"]["num_cpus"] == 1  # 2 actors x 1 + 1 task = 3
+    with pytest.raises(ConfigError, match="asks for 1 CPUs but this Ray has 0.5"):
+        fit_resources(roomy, {"embed"}, 0.5)
 
 
 def test_changed_parameter_writes_beside_the_old(tmp_path, sample_dir, ray_session, local_llm):

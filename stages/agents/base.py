@@ -108,6 +108,8 @@ class Agent:
     """A method: `answer(question, tools)` reads artifacts through the tools and asks the LLM."""
 
     name = "agent"
+    # Raised when a change to the method's code changes its answers: it is part of the answer run key.
+    version = 1
 
     def __init__(self, llm: LLMClient):
         self.llm = llm

@@ -6,7 +6,9 @@ plan; the Retriever picks the next timestamp and takes a window of frames around
 captions them and writes `questions` questions that the vision backend answers, all appended to
 memory; the Evaluator says whether memory is enough and the plan was followed (then it answers) or
 explains what is missing, which the next plan addresses. A Summarizer condenses memory once it
-grows past `max_memory_chars`; at `max_iterations` the answer is forced.
+grows past `max_memory_chars`; at `max_iterations` the answer is forced. Each memory item is clipped
+to its share of `max_memory_chars`, so no prompt outgrows a small model's context however long the
+stored captions are.
 """
 
 import json
@@ -37,6 +39,7 @@ def _questions_schema(count: int) -> dict:
 
 class TraveLER(Agent):
     name = "traveler"
+    version = 2
 
     def __init__(self, llm, window: int = 5, questions: int = 3, max_iterations: int = 5,
                  max_memory_chars: int = 4000, initial_captions: int = 5, prompts: dict | None = None):
@@ -49,12 +52,17 @@ class TraveLER(Agent):
                         "summarize": "traveler/summarize_v1.txt", "final": "traveler/final_v1.txt",
                         **(prompts or {})}
 
+    def _item(self, text: str) -> str:
+        """A memory item within its share of the budget: an iteration adds a caption and one answer per question."""
+        limit = self.max_memory_chars // (self.questions + 1)
+        return text if len(text) <= limit else text[:limit] + " [...]"
+
     def _context(self, question, memory: dict, duration: float) -> str:
         return (f"Video length: {duration:.1f} s\nMemory: {json.dumps(memory, ensure_ascii=False)}\n\n"
                 + question_text(question))
 
     def solve(self, question, tools, trace: Trace):
-        memory = {f"{c.timestamp:.1f}": [c.caption]
+        memory = {f"{c.timestamp:.1f}": [self._item(c.caption)]
                   for c in evenly_spaced(tools.frame_captions(), self.initial_captions)}
         trace.record("memory", memory=dict(memory))
         explanation = ""
@@ -70,14 +78,14 @@ class TraveLER(Agent):
             frames = tools.window(t, self.window)
             caption = tools.describe_frames(frames)
             trace.tool("window_caption", {"timestamp": t, "window": self.window}, caption)
+            entry = [self._item(caption.text)]
             asked = trace.ask("questions", load_prompt(self.prompts["questions"]).format(count=self.questions),
-                              f"{question_text(question)}\n\nPlan: {plan}\n\nCaption: {caption.text}",
+                              f"{question_text(question)}\n\nPlan: {plan}\n\nCaption: {entry[0]}",
                               _questions_schema(self.questions))["questions"]
-            entry = [caption.text]
             for text in asked:
                 result = tools.visual_question(text, [f.timestamp for f in frames])
                 trace.tool("visual_question", {"question": text}, result)
-                entry.append(f"Q: {text} A: {result.text} (confidence {result.confidence:.2f})")
+                entry.append(self._item(f"Q: {text} A: {result.text} (confidence {result.confidence:.2f})"))
             memory.setdefault(f"{t:.1f}", []).extend(entry)
             if len(json.dumps(memory)) > self.max_memory_chars:
                 condensed = trace.ask("summarize", load_prompt(self.prompts["summarize"]),
