@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from pipeline.plan import build_plan
 from pipeline.precompute import StoreSettings, init_ray
-from pipeline.questions import Question
+from pipeline.questions import Question, first_per_type
 from stages.agents.base import PROMPTS
 from stages.agents.tools import VideoTools
 from stages.llm import api_keys
@@ -117,6 +117,8 @@ def answer(cfg: DictConfig) -> AnswerSummary:
     settings = StoreSettings.from_config(cfg.store)
     store = settings.open()
     questions = instantiate(cfg.dataset.questions, _convert_="all")
+    if cfg.answer.per_type:
+        questions = first_per_type(questions, cfg.answer.per_type)
     if cfg.answer.limit:
         questions = questions[: cfg.answer.limit]
     ids = resolve_videos(store, questions, plan.keys)

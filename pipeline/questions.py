@@ -7,6 +7,7 @@ localisation (answer: [start, end] in seconds).
 import csv
 import json
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,18 @@ class Question:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def first_per_type(questions: list[Question], n: int) -> list[Question]:
+    """The first n questions of each qtype, in dataset order: a small run that still covers every type
+    (NExT-QA's CSV lists a video's questions together, so its first N are often of one type)."""
+    taken = Counter()
+    chosen = []
+    for question in questions:
+        if taken[question.qtype] < n:
+            taken[question.qtype] += 1
+            chosen.append(question)
+    return chosen
 
 
 def _read_json(path: str | Path):

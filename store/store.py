@@ -370,26 +370,25 @@ class Store:
         ]
 
     def index_embeddings(self) -> list[str]:
-        """Keep an ANN index on every embedding table past `ann_min_rows` rows, built once.
+        """Build an ANN index on each embedding table that has reached `ann_min_rows` rows and has none;
+        returns the tables indexed now.
 
-        Training the index (k-means over the vectors) takes minutes at millions of rows, so later
-        runs fold their new rows into the existing index (LanceDB's optimize) instead of rebuilding it.
+        Trained once: k-means over millions of vectors takes minutes, so rows written later are folded
+        into the existing index by `compact`, and searched by a flat scan beside the index until then.
         """
         indexed = []
         for name in self.table_names():
             if not name.startswith("frame_embeddings_"):
                 continue
             table = self.table(name)
-            if any(index.columns == ["vector"] for index in table.list_indices()):
-                table.optimize()
-            elif table.count_rows() >= self.ann_min_rows:
+            if table.count_rows() >= self.ann_min_rows and not any(
+                    index.columns == ["vector"] for index in table.list_indices()):
                 table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
-            else:
-                continue
-            indexed.append(name)
+                indexed.append(name)
         return indexed
 
     def compact(self) -> None:
-        """Merge the small fragments that many per-video writes leave behind."""
+        """Merge the small fragments that many per-video writes leave behind and fold rows written since
+        an index was built into it (LanceDB's optimize)."""
         for name in self.table_names():
             self.table(name).optimize()

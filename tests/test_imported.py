@@ -5,6 +5,7 @@ import csv
 import json
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
@@ -102,18 +103,22 @@ def test_search_and_visual_questions_run_over_the_stored_captions(imported, embe
     assert tools.transcript().text == "(no speech: no audio track)"
 
 
-@pytest.mark.parametrize("method", ["videoagent2", "llovi"])
-def test_agents_answer_nextqa_from_captions_and_score_per_type(imported, method):
+@pytest.mark.parametrize("method, selection", [("videoagent2", "answer.limit=4"), ("llovi", "answer.per_type=2")])
+def test_agents_answer_nextqa_from_captions_and_score_per_type(imported, method, selection):
     cfg, store, _, rows = imported
     overrides = ["method.max_steps=1"] if method == "videoagent2" else []
-    run_cfg = nextqa_config(cfg.store.uri, cfg.dataset.root, f"method={method}", "answer.limit=4", *overrides)
+    run_cfg = nextqa_config(cfg.store.uri, cfg.dataset.root, f"method={method}", selection, *overrides)
     summary = answer(run_cfg)
-    assert (summary.questions, summary.answered) == (4, 4)
+    families = {"C": "causal", "T": "temporal", "D": "descriptive"}
+    if selection == "answer.limit=4":
+        expected = Counter(families[r["type"][0]] for r in rows[:4])
+    else:
+        expected = {family: min(2, n) for family, n in Counter(families[r["type"][0]] for r in rows).items()}
+    assert (summary.questions, summary.answered) == (sum(expected.values()),) * 2
     predictions = store.scan("predictions", f"run_key = '{summary.run_key}'").to_pylist()
     result = report(predictions)["tasks"]["mcq"]
-    assert result["questions"] == 4 and result["invalid"] == summary.invalid
-    families = {"C": "causal", "T": "temporal", "D": "descriptive"}
-    assert set(result["per_type"]) == {families[r["type"][0]] for r in rows[:4]}
+    assert result["questions"] == summary.questions and result["invalid"] == summary.invalid
+    assert Counter(p["qtype"] for p in predictions) == expected
 
 
 def test_caption_formats_read_the_same_captions(tmp_path):

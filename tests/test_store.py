@@ -75,12 +75,15 @@ def test_ann_index_is_built_past_the_threshold_and_used(tmp_path):
     later = [dict(r, row_id=f"v3/k/{r['frame_index']}", video_id="v3") for r in _rows(3500, 32, rng)[3000:]]
     store.upsert("frame_embeddings_32", later)
     store.mark_done("v3", "frame_embeddings", "k", 500, 0.0, "n", "r")
-    assert store.index_embeddings() == ["frame_embeddings_32"]
-    stats = table.index_stats(table.list_indices()[0].name)
-    # A later run's rows are folded into the trained index, not a rebuilt one.
-    assert (stats.num_indexed_rows, stats.num_unindexed_rows) == (3500, 0)
-    assert [index.index_uuid for index in table.list_indices()] == [trained]
+    assert store.index_embeddings() == []
+    name = table.list_indices()[0].name
+    assert (table.index_stats(name).num_indexed_rows, table.index_stats(name).num_unindexed_rows) == (3000, 500)
     assert store.search(np.array(later[7]["vector"]), "k", k=1)[0].video_id == "v3"
+    store.compact()
+    # A later run's rows are folded into the trained index, not a rebuilt one.
+    assert (table.index_stats(name).num_indexed_rows, table.index_stats(name).num_unindexed_rows) == (3500, 0)
+    assert [index.index_uuid for index in table.list_indices()] == [trained]
+    assert store.search(np.array(later[8]["vector"]), "k", k=1)[0].video_id == "v3"
     small = Store(str(tmp_path / "small"), ann_min_rows=2000)
     small.upsert("frame_embeddings_32", rows[:100])
     assert small.index_embeddings() == []
