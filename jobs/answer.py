@@ -5,7 +5,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from jobs.errors import user_errors
+from jobs.errors import finish, user_errors
 from jobs.serve_llm import ensure_local_llm
 from pipeline.answer import answer
 
@@ -15,7 +15,7 @@ def main(cfg: DictConfig) -> None:
     with user_errors():
         ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
         summary = answer(cfg)
-    print("\n".join(summary.lines()))
+    finish(summary.lines(), summary.failed)
 
 
 if __name__ == "__main__":

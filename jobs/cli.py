@@ -22,6 +22,8 @@ def main() -> None:
     # The shipped models load from installed files; never let a hub lookup stall an offline machine.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    # A model load is not progress the user waits on; its bars would bury a one-line error.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         print("usage: vidprep COMMAND [args] [overrides]\n")
         for name, (_, help_text) in COMMANDS.items():
@@ -29,7 +31,12 @@ def main() -> None:
         sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     name = sys.argv.pop(1)
     sys.argv[0] = f"vidprep {name}"
-    importlib.import_module(COMMANDS[name][0]).main()
+    from jobs import errors
+
+    with errors.user_errors():
+        importlib.import_module(COMMANDS[name][0]).main()
+    if errors.jobs_with_failures:
+        sys.exit(errors.EXIT_FAILURES)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Turning the user's mistakes (bad config, bad manifest) into one clear line instead of a traceback."""
+"""Turning the user's mistakes (bad config, bad manifest) into one clear line instead of a traceback,
+and the exit statuses every command shares."""
 
 import sys
 from contextlib import contextmanager
@@ -8,12 +9,20 @@ from hydra.errors import (
     InstantiationException,
     OverrideParseException,
 )
+from omegaconf.errors import MissingMandatoryValue
 
 from pipeline.manifest import ManifestError
 from stages.base import ConfigError
+from stages.llm import EndpointUnreachable
 from store.store import ArtifactMissing
 
-USER_ERRORS = (ConfigError, ManifestError, ArtifactMissing, OverrideParseException, ConfigCompositionException)
+# A bad config, manifest, missing artifact or unreachable endpoint: nothing was done.
+EXIT_USER_ERROR = 2
+# The run finished, but some videos or questions failed (each named in the summary).
+EXIT_FAILURES = 3
+
+USER_ERRORS = (ConfigError, ManifestError, ArtifactMissing, EndpointUnreachable, MissingMandatoryValue,
+               OverrideParseException, ConfigCompositionException)
 
 
 @contextmanager
@@ -30,5 +39,30 @@ def user_errors():
 
 
 def _exit(error: Exception) -> None:
-    print(f"error: {error}", file=sys.stderr)
-    sys.exit(2)
+    if isinstance(error, MissingMandatoryValue):
+        message = f"{error.full_key} is not set: give it on the command line ({error.full_key}=...)"
+    else:
+        message = str(error)
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(EXIT_USER_ERROR)
+
+
+# Jobs of this process's sweep that had failures: the sweep runs every job, then exits with EXIT_FAILURES.
+jobs_with_failures = 0
+
+
+def finish(lines: list[str], failed: int) -> None:
+    """Print a run's summary; exit with EXIT_FAILURES when anything in it failed (a sweep's job lets the
+    sweep go on, and `vidprep` exits so once it is over)."""
+    global jobs_with_failures
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    print("\n".join(lines))
+    if not failed:
+        return
+    print(f"{failed} failed (see above)", file=sys.stderr)
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        jobs_with_failures += 1
+    else:
+        sys.exit(EXIT_FAILURES)

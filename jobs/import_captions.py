@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from jobs.config import load_config
-from jobs.errors import user_errors
+from jobs.errors import finish, user_errors
 from jobs.serve_llm import ensure_local_llm
 from pipeline.imported import import_captions
 from stages.imported import FORMATS
@@ -36,7 +36,7 @@ def main() -> None:
         if "summary" in cfg.stages:
             ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
         summary = import_captions(cfg)
-    print("\n".join(summary.lines()))
+    finish(summary.lines(), summary.failed)
 
 
 if __name__ == "__main__":

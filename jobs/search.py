@@ -8,22 +8,27 @@ from jobs.errors import user_errors
 from pipeline.plan import build_plan
 from pipeline.precompute import StoreSettings
 from store.keys import content_id
-from store.store import Store
+from store.store import ArtifactMissing, Store
 
 
 def resolve_video(store: Store, video: str) -> str | None:
-    """A video id from an id, a dataset name or a file path; None for "all"."""
+    """A video id from an id, a manifest id or name, a file name or a file path; None for "all"."""
     if video == "all":
         return None
     if os.path.isfile(video):
         return content_id(video)
-    for row in store.videos():
-        if video == row["video_id"]:
-            return video
-    for row in store.scan("sources").to_pylist():
-        if row["video_id"] and video == os.path.splitext(os.path.basename(row["source_path"]))[0]:
-            return row["video_id"]
-    raise SystemExit(f"error: no video {video!r} in the store {store.uri} (give an id, a name, a path or 'all')")
+    rows = store.videos()
+    if any(video == row["video_id"] for row in rows):
+        return video
+    found = {row["video_id"] for row in rows if row["name"] == video}
+    found |= {row["video_id"] for row in store.scan("sources").to_pylist() if row["video_id"]
+              and video in (os.path.basename(row["source_path"]), os.path.splitext(os.path.basename(row["source_path"]))[0])}
+    if len(found) > 1:
+        raise ArtifactMissing(f"{video!r} names {len(found)} videos in the store {store.uri} "
+                              f"({', '.join(sorted(found))}): give an id or a file name with its extension")
+    if not found:
+        raise ArtifactMissing(f"no video {video!r} in the store {store.uri} (give an id, a name, a path or 'all')")
+    return found.pop()
 
 
 def main() -> None:
@@ -39,8 +44,9 @@ def main() -> None:
     stage = plan.stages["frame_embeddings"]
     store = StoreSettings.from_config(cfg.store).open()
     names = {row["video_id"]: row["name"] for row in store.videos()}
+    video_id = resolve_video(store, args.video)
     query = stage.embedder.embed_texts([args.text])[0]
-    hits = store.search(query, plan.keys["frame_embeddings"], resolve_video(store, args.video), args.k)
+    hits = store.search(query, plan.keys["frame_embeddings"], video_id, args.k)
     if not hits:
         print(f"no embeddings for key {plan.keys['frame_embeddings']} in {store.uri}: run `vidprep precompute` first")
     for hit in hits:

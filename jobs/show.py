@@ -23,7 +23,7 @@ def main() -> None:
     store = StoreSettings.from_config(cfg.store).open()
     video_id = resolve_video(store, args.video)
     if video_id is None:
-        raise SystemExit("error: give one video, not 'all'")
+        raise ArtifactMissing("give one video, not 'all'")
     video = store.video(video_id)
     print(f"{video['name']}  id={video_id}  {video['source_path']}")
     print(f"  {video['duration']:.2f} s, {video['fps']:.2f} fps, {video['width']}x{video['height']}, "
@@ -42,9 +42,16 @@ def main() -> None:
             print("\n".join(lines()))
         except (ArtifactMissing, KeyError):
             print("  (not computed for this config)")
+    done_stages = store.done_stages(video_id)
+    completed = {d["stage_key"] for d in done_stages}
+    failed = [f for f in store.failures(video_id) if f["stage_key"] not in completed]
+    if failed:
+        print("\nfailed (not complete since):")
+        for failure in failed:
+            print(f"  {failure['stage']} ({failure['stage_key']}), run {failure['run_id']}: {failure['error']}")
     print("\nstage keys in the store (* = the current config's):")
     current = set(keys.values())
-    for done in sorted(store.done_stages(video_id), key=lambda d: (d["stage"], d["stage_key"])):
+    for done in sorted(done_stages, key=lambda d: (d["stage"], d["stage_key"])):
         params = json.loads(done["config_json"])["params"] if done["config_json"] else {}
         mark = "*" if done["stage_key"] in current else " "
         note = f" ({done['detail']})" if done["detail"] else ""

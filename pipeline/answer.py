@@ -21,7 +21,7 @@ from pipeline.precompute import StoreSettings, init_ray
 from pipeline.questions import Question, first_per_type
 from stages.agents.base import PROMPTS
 from stages.agents.tools import VideoTools
-from stages.llm import api_keys
+from stages.llm import api_keys, check_endpoints
 from store.keys import stage_key
 from store.store import ArtifactMissing, utcnow
 
@@ -47,6 +47,11 @@ def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
         "vision": OmegaConf.to_container(cfg.vision, resolve=True), "dataset": cfg.dataset.name,
     }
     return stage_key("answer", 1, params, keys)
+
+
+def is_failure(error: str) -> bool:
+    """A question whose LLM calls failed past the retry budget: not an answer, asked again next run."""
+    return error.startswith("LLMError")
 
 
 def resolve_videos(store, questions: list[Question], keys: dict[str, str]) -> dict[str, str]:
@@ -91,7 +96,8 @@ class AnswerWorker:
             "visited": tools.visited, "llm_calls": used.calls, "cache_hits": used.cache_hits,
             "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens, "seconds": time.monotonic() - started, "created_at": utcnow(),
         }])
-        return {"qid": question.qid, "valid": prediction.valid, "llm_calls": used.calls}
+        return {"qid": question.qid, "valid": prediction.valid, "failed": is_failure(prediction.error),
+                "llm_calls": used.calls}
 
 
 @dataclasses.dataclass
@@ -102,13 +108,16 @@ class AnswerSummary:
     answered: int
     skipped: int
     invalid: int
+    # Questions whose LLM calls failed past the retry budget (stored with the reason, asked again next run).
+    failed: int
     llm_calls: int
     wall_seconds: float
 
     def lines(self) -> list[str]:
         return [f"run {self.run_key} ({self.method}): {self.questions} questions, {self.answered} answered now, "
-                f"{self.skipped} already answered, {self.invalid} invalid; LLM calls: {self.llm_calls}; "
-                f"wall time {self.wall_seconds:.1f} s", f"scores: vidprep evaluate run={self.run_key}"]
+                f"{self.skipped} already answered, {self.invalid} invalid, {self.failed} failed; "
+                f"LLM calls: {self.llm_calls}; wall time {self.wall_seconds:.1f} s",
+                f"scores: vidprep evaluate run={self.run_key}"]
 
 
 def answer(cfg: DictConfig) -> AnswerSummary:
@@ -126,11 +135,12 @@ def answer(cfg: DictConfig) -> AnswerSummary:
     # A question whose LLM calls failed past the retry budget is asked again; any other outcome,
     # an invalid answer included, is the method's result for this run key.
     done = store.scan("predictions", f"run_key = '{key}'", ["qid", "error"]).to_pylist()
-    answered = {r["qid"] for r in done if not r["error"].startswith("LLMError")}
+    answered = {r["qid"] for r in done if not is_failure(r["error"])}
     pending = [{"question_json": json.dumps(q.to_dict()), "video_id": ids[q.video]}
                for q in questions if q.qid not in answered]
     results = []
     if pending:
+        check_endpoints(OmegaConf.to_container(cfg, resolve=True))
         init_ray(cfg.ray)
         pool = ray.data.ActorPoolStrategy(size=cfg.answer.workers)
         results = (ray.data.from_items(pending)
@@ -140,8 +150,9 @@ def answer(cfg: DictConfig) -> AnswerSummary:
                         compute=pool, num_cpus=cfg.answer.num_cpus)
                    .take_all())
     summary = AnswerSummary(key, cfg.method._target_.rsplit(".", 1)[1], len(questions), len(results),
-                            len(questions) - len(pending), sum(not r["valid"] for r in results),
-                            sum(r["llm_calls"] for r in results), time.monotonic() - clock)
+                            len(questions) - len(pending), sum(not r["valid"] and not r["failed"] for r in results),
+                            sum(r["failed"] for r in results), sum(r["llm_calls"] for r in results),
+                            time.monotonic() - clock)
     store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
                      json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name, "keys": plan.keys,
                                                                  "config": OmegaConf.to_container(cfg.method)}))

@@ -1,19 +1,29 @@
 """The input manifest: a folder of videos (local or an object-storage prefix), or a CSV / JSONL / Parquet
-file of paths or URIs with optional ids."""
+file of paths or URIs with optional ids.
+
+Every entry gets a name unique within the manifest: its id, else its file name without extension, else
+(where two files share that) its file name with extension, relative to the folder.
+"""
 
 import csv
 import json
-from dataclasses import dataclass
-from pathlib import Path
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 
 from stages.media import is_uri, object_store
 
 MANIFEST_SUFFIXES = {".csv", ".jsonl", ".json", ".parquet"}
 VIDEO_SUFFIXES = {".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".ts", ".flv", ".wmv"}
+# Files a dataset folder carries beside its videos (annotations, notes): not reported as skipped.
+SIDECAR_SUFFIXES = MANIFEST_SUFFIXES | {".txt", ".md", ".srt", ".vtt"}
+COLUMNS = {"path", "id"}
+
+log = logging.getLogger(__name__)
 
 
 class ManifestError(ValueError):
-    """The manifest itself is unusable; the message names the file and the problem."""
+    """The manifest itself is unusable; the message names the file, the row and the problem."""
 
 
 @dataclass(frozen=True)
@@ -22,18 +32,39 @@ class Entry:
     name: str
 
 
-def _entry(row: dict, base: Path, where: str) -> Entry:
-    path = row.get("path")
-    if not isinstance(path, str) or not path.strip():
-        raise ManifestError(f"{where}: missing 'path' (columns: path, optional id)")
-    if not is_uri(path) and not Path(path).is_absolute():
-        path = str(base / path)
-    name = row.get("id") or Path(path).stem
-    return Entry(path=path, name=str(name))
+@dataclass
+class Manifest:
+    entries: list[Entry]
+    # Files of a folder that are not videos (audio, images, ...) and sub-folders not searched.
+    skipped: list[str] = field(default_factory=list)
 
 
-def _listed(prefix: str) -> list[Entry]:
-    """The videos directly under an object-storage prefix, by name."""
+def _unique_names(paths: list[str], root: str | None = None) -> dict[str, str]:
+    """Path -> its file name without extension (relative to `root`, else the bare name), or with the
+    extension where two files would share the name without it."""
+    def relative(path: str) -> PurePosixPath:
+        return PurePosixPath(path).relative_to(root) if root else PurePosixPath(PurePosixPath(path).name)
+
+    owners: dict[str, set[str]] = {}
+    for path in paths:
+        owners.setdefault(str(relative(path).with_suffix("")), set()).add(path)
+    return {path: str(relative(path).with_suffix("")) if len(owners[str(relative(path).with_suffix(""))]) == 1
+            else str(relative(path)) for path in paths}
+
+
+def _folder(folder: Path, recursive: bool) -> Manifest:
+    found = sorted(p for p in (folder.rglob("*") if recursive else folder.iterdir()) if not p.name.startswith("."))
+    videos = [p for p in found if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES]
+    skipped = [str(p.relative_to(folder)) + ("/" if p.is_dir() else "") for p in found
+               if (p.is_dir() and not recursive)
+               or (p.is_file() and p.suffix.lower() not in VIDEO_SUFFIXES | SIDECAR_SUFFIXES)]
+    paths = [str(p.resolve()) for p in videos]
+    names = _unique_names(paths, str(folder.resolve()))
+    return Manifest([Entry(path=p, name=names[p]) for p in paths], skipped)
+
+
+def _listed(prefix: str) -> Manifest:
+    """The videos directly under an object-storage prefix."""
     from pyarrow.fs import FileSelector, FileType
 
     store, key = object_store(prefix)
@@ -42,43 +73,108 @@ def _listed(prefix: str) -> list[Entry]:
     except OSError as error:
         raise ManifestError(f"{prefix}: cannot list videos: {error}") from error
     scheme = prefix.split("://", 1)[0]
-    found = sorted(i.path for i in infos if i.type == FileType.File and Path(i.path).suffix.lower() in VIDEO_SUFFIXES)
-    return [Entry(path=f"{scheme}://{path}", name=Path(path).stem) for path in found]
+    files = sorted(i.path for i in infos if i.type == FileType.File and PurePosixPath(i.path).suffix.lower() in VIDEO_SUFFIXES)
+    skipped = sorted(PurePosixPath(i.path).name for i in infos if i.type == FileType.File
+                     and PurePosixPath(i.path).suffix.lower() not in VIDEO_SUFFIXES | SIDECAR_SUFFIXES)
+    names = _unique_names(files)
+    return Manifest([Entry(path=f"{scheme}://{f}", name=names[f]) for f in files], skipped)
 
 
-def read_manifest(source: str | Path) -> list[Entry]:
-    if is_uri(str(source)) and Path(str(source)).suffix.lower() not in MANIFEST_SUFFIXES:
-        return _listed(str(source))
-    source = Path(source)
-    if source.is_dir():
-        files = sorted(p for p in source.iterdir() if p.suffix.lower() in VIDEO_SUFFIXES)
-        return [Entry(path=str(p.resolve()), name=p.stem) for p in files]
-    if not source.exists():
-        raise ManifestError(f"{source}: manifest not found (give a folder of videos or a .csv/.jsonl/.parquet file)")
-    base = source.resolve().parent
+def _csv_rows(source: Path) -> list[tuple[str, dict]]:
+    rows = []
+    with open(source, newline="") as f:
+        reader = csv.DictReader(f, strict=True)
+        start = 2
+        while True:
+            where = f"{source}: row starting on line {start}"
+            try:
+                row = next(reader)
+            except StopIteration:
+                return rows
+            except csv.Error as error:
+                raise ManifestError(f"{where}: {error} (an unterminated quote?)") from None
+            if None in row:
+                raise ManifestError(f"{where}: more fields than the header's {len(reader.fieldnames)} "
+                                    f"({', '.join(reader.fieldnames)})")
+            if reader.line_num > start:
+                raise ManifestError(f"{where}: a field spans lines {start}-{reader.line_num} (an unterminated quote?)")
+            rows.append((where, row))
+            start = reader.line_num + 1
+
+
+def _jsonl_rows(source: Path) -> list[tuple[str, dict]]:
+    rows = []
+    for number, line in enumerate(source.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ManifestError(f"{source}: line {number}: not JSON: {error.msg} (column {error.colno})") from None
+        if not isinstance(row, dict):
+            raise ManifestError(f"{source}: line {number}: expected a JSON object per line")
+        rows.append((f"{source}: line {number}", row))
+    return rows
+
+
+def _file_rows(source: Path) -> list[tuple[str, dict]]:
     suffix = source.suffix.lower()
     try:
         if suffix == ".csv":
-            with open(source, newline="") as f:
-                rows = list(csv.DictReader(f))
-        elif suffix in (".jsonl", ".json"):
-            rows = []
-            for number, line in enumerate(source.read_text().splitlines(), 1):
-                if line.strip():
-                    row = json.loads(line)
-                    if not isinstance(row, dict):
-                        raise ManifestError(f"{source}:{number}: expected a JSON object per line")
-                    rows.append(row)
-        elif suffix == ".parquet":
+            return _csv_rows(source)
+        if suffix in (".jsonl", ".json"):
+            return _jsonl_rows(source)
+        if suffix == ".parquet":
             import pyarrow.parquet as pq
 
-            rows = pq.read_table(source).to_pylist()
-        else:
-            raise ManifestError(f"{source}: unknown manifest format {suffix!r} (use .csv, .jsonl or .parquet)")
-    except (json.JSONDecodeError, UnicodeDecodeError, csv.Error, OSError) as error:
+            return [(f"{source}: row {i}", row) for i, row in enumerate(pq.read_table(source).to_pylist(), 1)]
+    except (UnicodeDecodeError, csv.Error, OSError) as error:
         raise ManifestError(f"{source}: cannot read manifest: {error}") from error
     except ManifestError:
         raise
     except Exception as error:  # pyarrow's errors for a broken Parquet file share no base class
         raise ManifestError(f"{source}: cannot read manifest: {error}") from error
-    return [_entry(row, base, f"{source}: row {i}") for i, row in enumerate(rows, 1)]
+    raise ManifestError(f"{source}: unknown manifest format {suffix!r} (use .csv, .jsonl or .parquet)")
+
+
+def _listed_file(source: Path) -> Manifest:
+    base = source.resolve().parent
+    rows = _file_rows(source)
+    unknown = sorted({column for _, row in rows for column in row} - COLUMNS)
+    if unknown:
+        log.warning("%s: columns %s are not used (vidprep reads: path, id)", source, ", ".join(unknown))
+    paths, ids = [], {}
+    for where, row in rows:
+        path = row.get("path")
+        if not isinstance(path, str) or not path.strip():
+            raise ManifestError(f"{where}: missing 'path' (columns: path, optional id)")
+        if not is_uri(path) and not Path(path).is_absolute():
+            path = str(base / path)
+        paths.append(path)
+        if row.get("id") not in (None, ""):
+            video_id = str(row["id"])
+            if video_id in ids:
+                raise ManifestError(f"{where}: id {video_id!r} is already used by {ids[video_id]}")
+            ids[video_id] = where
+    names = _unique_names([p for (_, row), p in zip(rows, paths) if row.get("id") in (None, "")])
+    entries = [Entry(path=p, name=str(row["id"]) if row.get("id") not in (None, "") else names[p])
+               for (_, row), p in zip(rows, paths)]
+    owners: dict[str, set[str]] = {}
+    for entry in entries:
+        owners.setdefault(entry.name, set()).add(entry.path)
+    for name, files in sorted(owners.items()):
+        if len(files) > 1:
+            raise ManifestError(f"{source}: the name {name!r} would stand for {len(files)} files "
+                                f"({', '.join(sorted(files)[:3])}): give them distinct ids")
+    return Manifest(entries)
+
+
+def read_manifest(source: str | Path, recursive: bool = False) -> Manifest:
+    if is_uri(str(source)) and Path(str(source)).suffix.lower() not in MANIFEST_SUFFIXES:
+        return _listed(str(source))
+    source = Path(source)
+    if source.is_dir():
+        return _folder(source, recursive)
+    if not source.exists():
+        raise ManifestError(f"{source}: manifest not found (give a folder of videos or a .csv/.jsonl/.parquet file)")
+    return _listed_file(source)

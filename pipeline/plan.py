@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from stages.base import ConfigError, Stage
+from stages.base import ConfigError, Stage, check_types
 from stages.probe import ProbeVideo
 
 
@@ -38,6 +38,8 @@ def build_stage(config: dict) -> Stage:
 
 
 def build_plan(stages_cfg: DictConfig) -> Plan:
+    # The whole config, so a value reached through an interpolation is named where the user sets it.
+    check_types(OmegaConf.to_container(stages_cfg._get_root(), resolve=False))
     configs = OmegaConf.to_container(stages_cfg, resolve=True)
     probe_config = configs.pop("probe", None)
     probe = instantiate(probe_config) if probe_config else None

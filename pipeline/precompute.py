@@ -19,7 +19,7 @@ from pipeline.executor import describe_error, run_stage
 from pipeline.manifest import read_manifest
 from pipeline.plan import Plan, build_plan, build_stage
 from stages.base import ConfigError
-from stages.llm import PROCESS_USAGE, api_keys
+from stages.llm import PROCESS_USAGE, api_keys, check_endpoints
 from stages.media import file_info
 from store.store import Store, utcnow
 
@@ -177,6 +177,10 @@ class Summary:
     llm_calls: int = 0
     rows: dict = dataclasses.field(default_factory=dict)
     failures: list = dataclasses.field(default_factory=list)
+    # Files of the manifest's folder that are not videos, and sub-folders not searched.
+    skipped_files: list = dataclasses.field(default_factory=list)
+    # Videos whose frames ffmpeg could decode only in part: (path, what is missing and why).
+    partial: list = dataclasses.field(default_factory=list)
     wall_seconds: float = 0.0
     previous_wall_seconds: float | None = None
 
@@ -187,6 +191,11 @@ class Summary:
             f"frames written: {self.frames}; rows written per stage: {self.rows}",
             f"stage runs (model work): {self.stage_runs}; LLM calls: {self.llm_calls}",
         ]
+        if self.skipped_files:
+            shown = ", ".join(self.skipped_files[:10]) + (" ..." if len(self.skipped_files) > 10 else "")
+            lines.append(f"not videos, skipped: {len(self.skipped_files)} ({shown}); sub-folders are searched "
+                         "with dataset.recursive=true")
+        lines += [f"PARTIAL {path}: {detail}" for path, detail in self.partial]
         lines += [f"FAILED {f['path']} at {f['stage']}: {f['error']}" for f in self.failures]
         wall = f"wall time: {self.wall_seconds:.1f} s"
         if self.previous_wall_seconds is not None:
@@ -236,7 +245,8 @@ def precompute(cfg: DictConfig) -> Summary:
                           "with `vidprep import-captions`")
     settings = StoreSettings.from_config(cfg.store)
     store = settings.open()
-    entries = [dataclasses.asdict(e) for e in read_manifest(cfg.dataset.manifest)]
+    manifest = read_manifest(cfg.dataset.manifest, recursive=cfg.dataset.get("recursive", False))
+    entries = [dataclasses.asdict(e) for e in manifest.entries]
     register_plan(store, plan)
 
     records, unknown = _known(store, entries, plan.probe_key)
@@ -248,14 +258,14 @@ def precompute(cfg: DictConfig) -> Summary:
                                           probe_key=plan.probe_key, run_id=run_id))
             .take_all()
         )
-    return run_stages(cfg, plan, settings, records, run_id, started, clock)
+    return run_stages(cfg, plan, settings, records, run_id, started, clock, manifest.skipped)
 
 
 def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: list[dict], run_id: str,
-               started, clock: float) -> Summary:
+               started, clock: float, skipped_files: list[str] = ()) -> Summary:
     """Every stage of the plan over the identified videos, then the run's summary (also stored)."""
     store = settings.open()
-    summary = Summary(run_id=run_id, previous_wall_seconds=_previous_wall(store))
+    summary = Summary(run_id=run_id, previous_wall_seconds=_previous_wall(store), skipped_files=list(skipped_files))
     unique, failed = {}, []
     for record in records:
         if record["failed_stage"]:
@@ -270,6 +280,7 @@ def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: li
 
     finished = []
     if pending:
+        check_endpoints([plan.configs[name] for name in plan.stages])
         init_ray(cfg.ray)
         ds = ray.data.from_items(pending)
         for name, resources in stage_resources(cfg, plan).items():
@@ -285,6 +296,11 @@ def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: li
             failed.append(record)
         else:
             summary.done += 1
+    keys = set(plan.keys.values())
+    summary.partial = sorted(
+        (unique[r["video_id"]].get("source_path") or unique[r["video_id"]]["entry_path"], r["detail"])
+        for r in store.scan("stage_done", "detail LIKE 'partial:%'", ["video_id", "stage_key", "detail"]).to_pylist()
+        if r["video_id"] in unique and r["stage_key"] in keys)
     summary.frames = summary.rows.get("frames", 0)
     summary.videos = len(unique) + sum(1 for r in failed if not r["video_id"])
     summary.failed = len(failed)

@@ -1,12 +1,14 @@
 """ffmpeg and ffprobe as subprocesses that can be timed out and killed (never in-process decoders)."""
 
-import collections
+import dataclasses
 import json
+import queue
+import re
 import shutil
 import subprocess
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator
 
 from stages.base import StageError
 
@@ -60,19 +62,54 @@ class _Killer:
         self._timer.cancel()
 
 
-def stream_jpegs(args: list[str], timeout_s: float) -> Iterator[bytes]:
-    """Run ffmpeg writing an MJPEG stream to stdout and yield one JPEG at a time as it arrives.
+@dataclasses.dataclass
+class DecodeReport:
+    """How an ffmpeg decode ended: its exit status and the errors it logged (the first ones, in order)."""
 
-    Memory stays at one read buffer plus one frame whatever the video's length. ffmpeg's errors
-    (it runs with -xerror) become a StageError carrying its last lines of stderr.
+    returncode: int
+    errors: list[str]
+
+    @property
+    def reason(self) -> str:
+        return " | ".join(self.errors[:3]) or f"ffmpeg exited with status {self.returncode}"
+
+
+# `-loglevel level+info` tags every line with its level; showinfo logs one `n: ... pts_time:T` line per frame.
+_LEVEL = re.compile(r"\[(error|fatal|panic)\] (.*)")
+_PTS_TIME = re.compile(r"\] \[info\] n:\s*\d+\s+pts:\s*-?\d+\s+pts_time:(\S+)")
+_ADDRESS = re.compile(r" @ 0x[0-9a-f]+")
+MAX_ERRORS = 20
+
+
+def stream_frames(args: list[str], timeout_s: float) -> Generator[tuple[bytes, float], None, DecodeReport]:
+    """Run ffmpeg writing an MJPEG stream to stdout, yielding (JPEG, presentation time in s) as frames arrive.
+
+    The filter graph in `args` must end in `showinfo`, whose per-frame line gives each frame's own
+    timestamp. Memory stays at one read buffer plus one frame whatever the video's length. Decoding
+    goes on past damaged data; what ffmpeg logged as errors comes back in the DecodeReport, for the
+    caller to judge. Killed past its timeout (a StageError).
     """
     process = subprocess.Popen(
-        [binary("ffmpeg"), "-nostdin", "-v", "error", "-xerror", *args],
+        [binary("ffmpeg"), "-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+info", *args],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
-    stderr_tail: collections.deque[bytes] = collections.deque(maxlen=20)
-    drain = threading.Thread(target=lambda: stderr_tail.extend(process.stderr), daemon=True)
-    drain.start()
+    times: queue.Queue[float] = queue.Queue()
+    errors: list[str] = []
+
+    def read_log() -> None:
+        for raw in process.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            if found := _PTS_TIME.search(line):
+                times.put(float(found.group(1)))
+            elif (found := _LEVEL.search(line)) and len(errors) < MAX_ERRORS:
+                # "[h264 @ 0x55d0...]" names the component; "[NULL @ ...]" (a parser) names none.
+                source = _ADDRESS.sub("", line[: found.start()]).replace("[NULL]", "").strip()
+                message = f"{source} {found.group(2)}".strip()
+                if message not in errors:
+                    errors.append(message)
+
+    log = threading.Thread(target=read_log, daemon=True)
+    log.start()
     killer = _Killer(process, timeout_s)
     try:
         buffer = b""
@@ -81,7 +118,12 @@ def stream_jpegs(args: list[str], timeout_s: float) -> Iterator[bytes]:
             while (end := buffer.find(b"\xff\xd9")) >= 0:
                 # In JPEG entropy data 0xFF is always byte-stuffed, so FFD9 is only ever the EOI marker.
                 start = buffer.find(b"\xff\xd8")
-                yield buffer[start : end + 2]
+                try:
+                    # showinfo logs a frame before the encoder writes it, so its time is already on its way.
+                    time = times.get(timeout=30)
+                except queue.Empty:
+                    raise StageError("ffmpeg wrote a frame without its showinfo timestamp") from None
+                yield buffer[start : end + 2], time
                 buffer = buffer[end + 2 :]
         process.wait()
     finally:
@@ -89,12 +131,10 @@ def stream_jpegs(args: list[str], timeout_s: float) -> Iterator[bytes]:
         if process.poll() is None:
             process.kill()
             process.wait()
-        drain.join(timeout=5)
+        log.join(timeout=5)
     if killer.fired:
         raise StageError(f"ffmpeg timed out after {timeout_s:.0f} s and was killed")
-    if process.returncode != 0:
-        message = _last_lines(b"".join(stderr_tail).decode(errors="replace"))
-        raise StageError(f"ffmpeg failed to decode: {message}")
+    return DecodeReport(process.returncode, errors)
 
 
 def decode_audio(path: str, start: float, seconds: float, timeout_s: float, rate: int = 16000) -> bytes:

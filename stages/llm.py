@@ -43,6 +43,28 @@ class LLMError(RuntimeError):
     """The endpoint could not give a usable reply within the retry budget."""
 
 
+class EndpointUnreachable(LLMError):
+    """The endpoint did not answer a first request: checked once before a run's work starts."""
+
+
+def check_endpoints(config) -> None:
+    """Ask each distinct LLM endpoint a config names (every node built as an LLMClient) for its models,
+    once, so a run against an endpoint that is down stops within seconds, naming it."""
+    from hydra.utils import instantiate
+
+    nodes, stack = {}, [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("_target_") == f"{__name__}.LLMClient":
+                nodes.setdefault(node["base_url"], node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    for node in nodes.values():
+        instantiate(node).check()
+
+
 class LLMReplyError(LLMError):
     """The reply did not match the asked-for schema, even after one repair attempt."""
 
@@ -133,6 +155,21 @@ class LLMClient:
             params["response_format"] = {"type": "json_schema",
                                          "json_schema": {"name": "reply", "schema": schema, "strict": True}}
         return params
+
+    def check(self, timeout_s: float = 10.0) -> None:
+        """EndpointUnreachable unless the endpoint answers a model listing (any HTTP answer but a refused
+        key counts: some servers have no /models)."""
+        client = self._openai().with_options(timeout=timeout_s, max_retries=0)
+        try:
+            client.models.list()
+        except (openai.APIConnectionError, openai.APITimeoutError) as error:
+            raise EndpointUnreachable(f"the LLM endpoint {self.base_url} does not answer ({error}); start it "
+                                      "or point llm.client.base_url at one that runs") from None
+        except openai.AuthenticationError as error:
+            raise EndpointUnreachable(f"the LLM endpoint {self.base_url} refused the key from "
+                                      f"${self.api_key_env}: {error.status_code}: {error.message}") from None
+        except openai.APIStatusError:
+            pass
 
     def cache_key(self, messages: list, params: dict) -> str:
         blob = json.dumps({"base_url": self.base_url, "messages": messages, "params": params}, sort_keys=True)

@@ -25,10 +25,11 @@ def _rotation(stream: dict) -> int:
 
 @dataclasses.dataclass
 class ProbeVideo:
-    """The `videos` row of a file: content id, size, duration, fps, (displayed) size, codec, audio."""
+    """The `videos` row of a file: content id, size, duration, fps, (displayed) size, codec, colour tags,
+    audio."""
 
     name = "probe"
-    version = 1
+    version = 2
     timeout_s: float = 60.0
 
     def run(self, path: str) -> dict:
@@ -63,5 +64,8 @@ class ProbeVideo:
             "width": width,
             "height": height,
             "codec": video.get("codec_name", "unknown"),
+            # As ffprobe names them ("bt709", "tv"); absent tags are "unknown".
+            "color_space": video.get("color_space", "unknown"),
+            "color_range": video.get("color_range", "unknown"),
             "has_audio": any(s.get("codec_type") == "audio" for s in streams),
         }

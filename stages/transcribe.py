@@ -51,7 +51,7 @@ class TranscribeSpeech(Stage):
     """
 
     name = "transcript"
-    version = 1
+    version = 2
     table = "transcripts"
     row_field = "segment_index"
     stateful = True
@@ -82,7 +82,9 @@ class TranscribeSpeech(Stage):
         if self.backend == "whisperx":
             import whisperx
 
-            return whisperx.load_model(path, "cpu", compute_type=self.compute_type, language=self.language)
+            # No temperature fallback, as in `_transcribe`: sampling makes runs differ.
+            return whisperx.load_model(path, "cpu", compute_type=self.compute_type, language=self.language,
+                                       asr_options={"temperatures": [0.0]})
         from faster_whisper import WhisperModel
 
         return WhisperModel(path, device="cpu", compute_type=self.compute_type, cpu_threads=self.cpu_threads)
@@ -112,6 +114,9 @@ class TranscribeSpeech(Stage):
         segments, info = self._whisper.transcribe(
             audio, language=self.language, vad_filter=self.vad_filter, word_timestamps=True,
             beam_size=self.beam_size,
+            # Whisper's default falls back to sampling at rising temperatures, which CTranslate2 cannot
+            # seed per video: beam search alone gives the same transcript on every run.
+            temperature=0.0,
         )
         rows = []
         for segment in segments:

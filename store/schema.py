@@ -31,6 +31,9 @@ VIDEOS = _artifact(
     pa.field("height", pa.int32()),
     pa.field("codec", pa.string()),
     pa.field("has_audio", pa.bool_()),
+    # The YCbCr matrix and range the file is tagged with, as ffprobe names them ("bt709", "tv", "unknown").
+    pa.field("color_space", pa.string()),
+    pa.field("color_range", pa.string()),
 )
 
 # Every file path seen, with the content id it had at that size and mtime, so an unchanged file is

@@ -115,9 +115,13 @@ class Store:
 
     def table(self, name: str):
         if name not in self._tables:
-            self._tables[name] = self._db.create_table(
-                name, schema=schema.schema_for(name), exist_ok=True
-            )
+            declared = schema.schema_for(name)
+            table = self._db.create_table(name, schema=declared, exist_ok=True)
+            # A store written by an earlier vidprep lacks the columns added since: they are added, empty.
+            missing = [field for field in declared if field.name not in table.schema.names]
+            if missing:
+                table.add_columns(missing)
+            self._tables[name] = table
         return self._tables[name]
 
     def table_names(self) -> list[str]:
@@ -185,6 +189,11 @@ class Store:
             "source_path": source_path, "stage": stage, "stage_key": key, "error": error,
             "run_id": run_id, "failed_at": utcnow(),
         }])
+
+    def failures(self, video_id: str) -> list[dict]:
+        """Why stages of a video failed, oldest first (a stage that later completed still has its rows)."""
+        rows = self.scan("failures", f"video_id = {_quote(video_id)}").to_pylist()
+        return sorted(rows, key=lambda r: r["failed_at"])
 
     def record_run(self, run_id: str, job: str, started_at: dt.datetime, wall_seconds: float,
                    summary_json: str) -> None:

@@ -31,7 +31,7 @@ def test_bad_config_value_is_a_clear_error(tmp_path, sample_dir):
     done = vidprep("precompute", f"store.uri={tmp_path / 'db'}", "dataset=folder",
                    f"dataset.manifest={sample_dir}", "stages.frames.fps=0")
     assert done.returncode == 2
-    assert "stages.frames.fps must be > 0, got 0" in done.stderr
+    assert "stages.frames.fps must be in 0.001..240 frames per second, got 0" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "db").exists()
 
@@ -65,9 +65,11 @@ def test_show_prints_a_videos_artifacts(precomputed, sample_dir):
 
 @pytest.mark.parametrize("command,override,message", [
     ("precompute", "stages.segments.seconds=-5", "stages.segments.seconds must be > 0, got -5"),
-    ("precompute", "stages.frames.fps=-1", "stages.frames.fps must be > 0, got -1"),
+    ("precompute", "stages.frames.fps=-1", "stages.frames.fps must be in 0.001..240 frames per second, got -1"),
+    ("precompute", "stages.frames.fps=1e-9", "stages.frames.fps must be in 0.001..240 frames per second, got 1e-09"),
     ("answer", "method=nosuchmethod", "Could not find 'method/nosuchmethod'"),
-    ("precompute", "stages.frames.fps=fast", "stages.frames.fps"),
+    ("precompute", "stages.frames.fps=fast", "stages.frames.fps must be a number, got 'fast'"),
+    ("precompute", "llm.client.timeout_s=soon", "llm.client.timeout_s must be a number, got 'soon'"),
 ])
 def test_bad_configs_against_an_existing_store_are_clear_errors_and_change_nothing(
         precomputed, sample_dir, command, override, message):
@@ -79,3 +81,53 @@ def test_bad_configs_against_an_existing_store_are_clear_errors_and_change_nothi
     # Hydra itself reports an unknown config option (exit 1); vidprep reports bad values (exit 2).
     assert done.returncode in (1, 2) and message in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert _snapshot(store) == before
+
+
+def test_damaged_and_odd_files_end_with_a_summary_a_failure_exit_and_one_line_errors(tmp_path, local_llm):
+    from tests.conftest import SHARED_VIDEOS
+    from tests.test_decode import ffmpeg
+
+    folder = tmp_path / "videos"
+    (folder / "more").mkdir(parents=True)
+    whole = tmp_path / "whole.mp4"
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=4", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+           "-movflags", "+faststart", whole)
+    data = bytearray(whole.read_bytes())
+    mdat = data.index(b"mdat") + 4
+    data[mdat:] = bytes(len(data) - mdat)
+    (folder / "zeroed.mp4").write_bytes(bytes(data))
+    (folder / "damaged.mp4").write_bytes((SHARED_VIDEOS / "corrupted.mp4").read_bytes())
+    ffmpeg("-f", "lavfi", "-i", "sine=d=1", "-c:a", "aac", folder / "tone.m4a")
+    store = f"store.uri={tmp_path / 'db'}"
+    done = vidprep("precompute", store, "dataset=folder", f"dataset.manifest={folder}", "ray.progress_bars=false")
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "videos: 2 (1 done, 0 skipped as complete, 1 failed" in done.stdout
+    assert "not videos, skipped: 2 (more/, tone.m4a)" in done.stdout
+    assert f"PARTIAL {folder / 'damaged.mp4'}: partial: " in done.stdout and "Invalid NAL unit size" in done.stdout
+    assert f"FAILED {folder / 'zeroed.mp4'} at frames: no frame could be decoded" in done.stdout
+
+    shown = vidprep("show", "zeroed", store)
+    assert shown.returncode == 0 and "failed (not complete since):" in shown.stdout
+    assert "frames (frames-" in shown.stdout and "no frame could be decoded" in shown.stdout
+    assert "(partial: " in vidprep("show", "damaged", store).stdout
+    for command in (["search", "zeroed", "a cat"], ["show", "nothing-here"]):
+        missing = vidprep(*command, store)
+        lines = missing.stderr.strip().splitlines()
+        assert missing.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), missing.stderr
+
+
+def test_an_unreachable_llm_endpoint_stops_the_run_at_once_naming_it(tmp_path, sample_dir):
+    import time
+
+    started = time.monotonic()
+    done = vidprep("precompute", f"store.uri={tmp_path / 'db'}", "dataset=folder", f"dataset.manifest={sample_dir}",
+                   "llm=openai", "llm.client.base_url=http://127.0.0.1:9/v1", "ray.progress_bars=false")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "error: the LLM endpoint http://127.0.0.1:9/v1 does not answer" in done.stderr
+    assert time.monotonic() - started < 60
+
+
+def test_a_missing_mandatory_setting_is_named(tmp_path):
+    done = vidprep("precompute", f"store.uri={tmp_path / 'db'}", "dataset=folder")
+    assert done.returncode == 2 and "error: dataset.manifest is not set" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -126,7 +126,8 @@ def test_precompute_and_answer_with_videos_and_store_on_s3_and_resume_after_a_ki
     precompute = [sys.executable, "-m", "jobs.cli", "precompute", *common]
     _run_until_killed(precompute, uri, markers=3, extra_delay=0.2, storage_options=options)
     resumed = subprocess.run(precompute, capture_output=True, text=True, timeout=900, check=False)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    # Exit 3: the sample's corrupt.mp4 fails; everything else completes.
+    assert resumed.returncode == 3, resumed.stderr[-3000:]
     store = Store(uri, options)
     assert _without_summary_text(_without_file_names(_snapshot(store))) == _without_summary_text(
         _without_file_names(_snapshot(reference)))

@@ -3,6 +3,9 @@
 import io
 import json
 import math
+import subprocess
+
+import numpy as np
 
 import pytest
 from PIL import Image
@@ -69,11 +72,119 @@ def test_hevc_decodes():
     assert video["codec"] == "hevc" and len(frames) == 5
 
 
+def run_stage(stage, video) -> tuple[list[dict], str]:
+    """Every row a stage yields for a video, and what it said when done (its detail)."""
+    rows, batches = [], stage.run(video)
+    while True:
+        try:
+            rows += next(batches)
+        except StopIteration as end:
+            return rows, end.value or ""
+
+
 @needs_shared_videos
-def test_corrupt_mp4_fails_at_decode_with_ffmpegs_reason():
+def test_damaged_mp4_keeps_the_frames_ffmpeg_decodes_and_says_why_it_is_partial():
+    # decord's corrupted.mp4: plain ffmpeg decodes a frame in each second and reports broken NAL units.
     video = ProbeVideo().run(str(SHARED_VIDEOS / "corrupted.mp4"))
-    with pytest.raises(StageError, match="Invalid NAL unit size"):
-        list(DecodeFrames().run(video))
+    frames, detail = run_stage(DecodeFrames(), video)
+    assert [round(f["timestamp"]) for f in frames] == [0, 1, 2, 3, 4]
+    assert detail.startswith("partial: ") and "Invalid NAL unit size" in detail
+
+
+def test_truncated_file_keeps_its_decodable_start_and_names_the_missing_range(tmp_path):
+    whole = tmp_path / "whole.mp4"
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=10", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+           "-movflags", "+faststart", whole)
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size * 4 // 10])
+    video = ProbeVideo().run(str(cut))
+    frames, detail = run_stage(DecodeFrames(), video)
+    assert 2 <= len(frames) < 8 and video["duration"] == pytest.approx(10.0)
+    last = frames[-1]["timestamp"]
+    assert f"no frames for {last + 1:.2f}-10.00 s" in detail and "partial file" in detail
+
+
+def test_a_file_with_nothing_decodable_fails_with_ffmpegs_reason(tmp_path):
+    whole = tmp_path / "whole.mp4"
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=4", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+           "-movflags", "+faststart", whole)
+    data = bytearray(whole.read_bytes())
+    mdat = data.index(b"mdat") + 4
+    data[mdat:] = bytes(len(data) - mdat)  # the index survives, every frame's bytes are zeros
+    broken = tmp_path / "zeroed.mp4"
+    broken.write_bytes(bytes(data))
+    with pytest.raises(StageError, match="no frame could be decoded"):
+        run_stage(DecodeFrames(), ProbeVideo().run(str(broken)))
+
+
+def ffmpeg(*args) -> None:
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", *map(str, args)], check=True)
+
+
+BITS = 12
+
+
+def clock_filter(offset_s: float) -> str:
+    """A burnt-in clock: BITS vertical bands, band k white when bit k of the frame's time in
+    centiseconds (its own presentation time plus `offset_s`) is set."""
+    code = f"round((T+{offset_s})*100)"
+    return (f"geq=lum='255*mod(floor({code}/pow(2,floor({BITS}*X/W))),2)':cb=128:cr=128")
+
+
+def read_clock(jpeg: bytes) -> float:
+    gray = np.asarray(Image.open(io.BytesIO(jpeg)).convert("L"), dtype=float)
+    width = gray.shape[1]
+    bits = [gray[:, int((k + 0.5) * width / BITS)].mean() > 128 for k in range(BITS)]
+    return sum(bit << k for k, bit in enumerate(bits)) / 100
+
+
+@pytest.mark.parametrize("fps", [1.0, 2.5])
+def test_each_frame_is_stamped_with_the_time_its_pixels_show_on_a_burnt_in_clock(tmp_path, fps):
+    # NTSC's 29.97 fps: source frames never fall on whole seconds.
+    path = tmp_path / "clock.mp4"
+    ffmpeg("-f", "lavfi", "-i", "color=c=black:s=480x64:r=30000/1001:d=6", "-vf", clock_filter(0),
+           "-c:v", "libx264", "-qp", "0", "-pix_fmt", "yuv420p", path)
+    video = ProbeVideo().run(str(path))
+    frames, _ = run_stage(DecodeFrames(fps=fps), video)
+    assert len(frames) == math.ceil(6 * fps)
+    for frame in frames:
+        assert read_clock(frame["jpeg"]) == pytest.approx(frame["timestamp"], abs=0.006)
+    # Each stored frame is the first of its 1/fps interval: within one source frame of the interval's start.
+    assert [f["timestamp"] - i / fps for i, f in enumerate(frames)] == pytest.approx([0.0] * len(frames), abs=1001 / 30000)
+
+
+def test_variable_frame_rate_concatenation_keeps_each_frames_own_time(tmp_path):
+    # 3 s at 25 fps, then 3 s at 4 fps, then 2 s at 30 fps: each part's clock continues the last.
+    parts = []
+    for i, (rate, seconds, offset) in enumerate([(25, 3, 0), (4, 3, 3), (30, 2, 6)]):
+        part = tmp_path / f"part{i}.mp4"
+        ffmpeg("-f", "lavfi", "-i", f"color=c=black:s=480x64:r={rate}:d={seconds}", "-vf", clock_filter(offset),
+               "-c:v", "libx264", "-qp", "0", "-pix_fmt", "yuv420p", "-video_track_timescale", "3000", part)
+        parts.append(part)
+    listing = tmp_path / "parts.txt"
+    listing.write_text("".join(f"file '{p}'\n" for p in parts))
+    path = tmp_path / "vfr.mp4"
+    ffmpeg("-f", "concat", "-safe", "0", "-i", listing, "-c", "copy", path)
+    video = ProbeVideo().run(str(path))
+    frames, detail = run_stage(DecodeFrames(fps=2.0), video)
+    assert detail == "" and len(frames) == 16
+    for frame in frames:
+        assert read_clock(frame["jpeg"]) == pytest.approx(frame["timestamp"], abs=0.006)
+
+
+@pytest.mark.parametrize("space,expected_error", [("bt709", 4.0), ("smpte170m", 4.0)])
+def test_colours_follow_the_files_colour_tags(tmp_path, space, expected_error):
+    rgb = np.array([200, 50, 40])
+    path = tmp_path / f"{space}.mp4"
+    matrix = {"bt709": "bt709", "smpte170m": "smpte170m"}[space]
+    ffmpeg("-f", "lavfi", "-i", "color=c=0xC83228:s=64x64:r=10:d=1",
+           "-vf", f"scale=out_color_matrix={matrix}:out_range=tv,format=yuv420p",
+           "-colorspace", space, "-color_range", "tv", "-c:v", "libx264", "-qp", "0", path)
+    video = ProbeVideo().run(str(path))
+    assert video["color_space"] == space
+    frames, _ = run_stage(DecodeFrames(), video)
+    pixels = np.asarray(Image.open(io.BytesIO(frames[0]["jpeg"])).convert("RGB"), dtype=float)
+    assert np.abs(pixels[16:48, 16:48] - rgb).mean() < expected_error
 
 
 def test_bad_files_fail_at_probe_with_reason(tmp_path, sample_dir):

@@ -152,16 +152,22 @@ def test_manifest_formats(tmp_path, sample_dir):
     (tmp_path / "m.csv").write_text("path,id\nscenes.mp4,s1\n")
     (tmp_path / "m.jsonl").write_text('{"path": "/abs/scenes.mp4"}\n')
     pq.write_table(pa.table({"path": ["x.mov"], "id": ["x"]}), tmp_path / "m.parquet")
-    assert read_manifest(tmp_path / "m.csv")[0].name == "s1"
-    assert read_manifest(tmp_path / "m.csv")[0].path == str(tmp_path / "scenes.mp4")
-    assert read_manifest(tmp_path / "m.jsonl")[0].path == "/abs/scenes.mp4"
-    assert read_manifest(tmp_path / "m.parquet")[0].name == "x"
-    assert [e.name for e in read_manifest(sample_dir)] == ["corrupt", "places", "scenes", "scenes_copy", "short"]
+    assert read_manifest(tmp_path / "m.csv").entries[0].name == "s1"
+    assert read_manifest(tmp_path / "m.csv").entries[0].path == str(tmp_path / "scenes.mp4")
+    assert read_manifest(tmp_path / "m.jsonl").entries[0].path == "/abs/scenes.mp4"
+    assert read_manifest(tmp_path / "m.parquet").entries[0].name == "x"
+    assert [e.name for e in read_manifest(sample_dir).entries] == ["corrupt", "places", "scenes", "scenes_copy", "short"]
 
 
 @pytest.mark.parametrize("name,content,message", [
-    ("bad.jsonl", '{"path": "a.mp4"}\n{not json', "cannot read manifest"),
+    ("bad.jsonl", '{"path": "a.mp4"}\n\n{not json', "line 3: not JSON"),
     ("bad.csv", "file\na.mp4\n", "missing 'path'"),
+    # An unterminated quote would swallow the next row into this row's path.
+    ("quote.csv", 'path,id\n"a.mp4,a\nb.mp4,b\n', "row starting on line 2: unexpected end of data"),
+    ("quote2.csv", 'path,id\n"a.mp4,a\nb.mp4",b\nc.mp4,c\n', "row starting on line 2: a field spans lines 2-3"),
+    ("extra.csv", "path,id\na.mp4,a,surplus\n", "row starting on line 2: more fields than the header"),
+    ("dup.csv", "path,id\na.mp4,clip\nb.mp4,clip\n", "row starting on line 3: id 'clip' is already used"),
+    ("clash.jsonl", '{"path": "x/clip.mp4"}\n{"path": "y/clip.mp4"}\n', "'clip.mp4' would stand for 2 files"),
     ("bad.txt", "a.mp4\n", "unknown manifest format"),
 ])
 def test_malformed_manifest_names_the_file(tmp_path, name, content, message):
@@ -169,6 +175,23 @@ def test_malformed_manifest_names_the_file(tmp_path, name, content, message):
     with pytest.raises(ManifestError, match=message) as error:
         read_manifest(tmp_path / name)
     assert name in str(error.value)
+
+
+def test_manifest_names_are_unique_and_skipped_files_are_named(tmp_path, caplog):
+    for name in ("clip.mp4", "clip.mov", "talk.m4a", "song.mp3", "notes.md", "sub/deep.mp4"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"x")
+    flat = read_manifest(tmp_path)
+    assert [e.name for e in flat.entries] == ["clip.mov", "clip.mp4"]
+    assert flat.skipped == ["song.mp3", "sub/", "talk.m4a"]
+    deep = read_manifest(tmp_path, recursive=True)
+    assert [e.name for e in deep.entries] == ["clip.mov", "clip.mp4", "sub/deep"]
+    assert deep.skipped == ["song.mp3", "talk.m4a"]
+    (tmp_path / "m.csv").write_text("path,id,label\nclip.mp4,,cat\nclip.mov,,dog\nsub/deep.mp4,d1,x\n")
+    with caplog.at_level("WARNING"):
+        listed = read_manifest(tmp_path / "m.csv")
+    assert [e.name for e in listed.entries] == ["clip.mp4", "clip.mov", "d1"]
+    assert "columns label are not used" in caplog.text
 
 
 def test_missing_manifest_is_a_clear_error(tmp_path):
