@@ -85,20 +85,17 @@ def looped(source: Path, seconds: int, folder: Path) -> Path:
 def decode_figure(cfg, files: list[Path], repeats: int = 3) -> Figure:
     stage = build_plan(cfg.stages).stages["frames"]
     videos = [ProbeVideo().run(str(f)) for f in files]
-    side = stage.max_side
-    def raw(path):
-        subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-map", "0:v:0", "-vf",
-                        f"fps={stage.fps}:eof_action=pass,scale='min({side},iw)':'min({side},ih)'"
-                        ":force_original_aspect_ratio=decrease",
-                        "-f", "image2pipe", "-c:v", "mjpeg", "-pix_fmt", "yuvj420p", "-q:v", str(stage.jpeg_qscale),
-                        "pipe:"], stdout=subprocess.DEVNULL, check=True)
+    def raw(video):
+        # The stage's own ffmpeg command line, run bare (its showinfo lines go unread).
+        subprocess.run(["ffmpeg", "-v", "error", *stage.ffmpeg_args(video["source_path"], video)],
+                       stdout=subprocess.DEVNULL, check=True)
 
     def ours(video):
         return sum(len(batch) for batch in stage.run(video))
 
     best_raw, best_ours = float("inf"), float("inf")
     for _ in range(repeats):
-        best_raw = min(best_raw, sum(_timed(raw, v["source_path"])[0] for v in videos))
+        best_raw = min(best_raw, sum(_timed(raw, v)[0] for v in videos))
         best_ours = min(best_ours, sum(_timed(ours, v)[0] for v in videos))
     # Speed relative to ffmpeg: its time over ours (1.0: as fast as the bare command).
     return Figure("decode stage speed vs the same ffmpeg command line", "ffmpeg CLI (1/s)", 1 / best_raw,

@@ -18,6 +18,17 @@ COMMANDS = {
 }
 
 
+def quoted_for_hydra(argument: str) -> str:
+    """`key=value` with the value in double quotes where Hydra's override grammar would refuse it bare
+    (spaces, non-ASCII letters: a folder named "My Videos" or "Видео"); anything else unchanged."""
+    key, sep, value = argument.partition("=")
+    if not sep or key.startswith("-") or not value or value[0] in "'\"[{" or '"' in value or "${" in value:
+        return argument
+    if value.isascii() and not any(ch.isspace() for ch in value):
+        return argument
+    return f'{key}="{value}"'
+
+
 def main() -> None:
     # The shipped models load from installed files; never let a hub lookup stall an offline machine.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -30,7 +41,7 @@ def main() -> None:
             print(f"  {name:<16} {help_text}")
         sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     name = sys.argv.pop(1)
-    sys.argv[0] = f"vidprep {name}"
+    sys.argv = [f"vidprep {name}"] + [quoted_for_hydra(a) for a in sys.argv[1:]]
     from jobs import errors
 
     with errors.user_errors():

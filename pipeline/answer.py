@@ -22,6 +22,7 @@ from pipeline.questions import Question, first_per_type
 from stages.agents.base import PROMPTS
 from stages.agents.tools import VideoTools
 from stages.llm import api_keys, check_endpoints
+from stages.base import check_range
 from store.keys import stage_key
 from store.store import ArtifactMissing, utcnow
 
@@ -122,6 +123,8 @@ class AnswerSummary:
 
 def answer(cfg: DictConfig) -> AnswerSummary:
     started, clock = utcnow(), time.monotonic()
+    for setting, low in (("workers", 1), ("num_cpus", 0), ("per_type", 0), ("limit", 0)):
+        check_range(f"answer.{setting}", cfg.answer[setting], low)
     plan = build_plan(cfg.stages)
     settings = StoreSettings.from_config(cfg.store)
     store = settings.open()

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from pipeline.executor import describe_error, run_stage
 from pipeline.manifest import read_manifest
 from pipeline.plan import Plan, build_plan, build_stage
-from stages.base import ConfigError
+from stages.base import ConfigError, check_range
 from stages.llm import PROCESS_USAGE, api_keys, check_endpoints
 from stages.media import file_info
 from store.store import Store, utcnow
@@ -35,6 +35,7 @@ class StoreSettings:
         options = OmegaConf.to_container(cfg.storage_options, resolve=True) if cfg.storage_options else {}
         # LanceDB takes string options only; an unset optional one (e.g. no custom endpoint) is left out.
         present = {k: str(v) for k, v in options.items() if v is not None}
+        check_range("store.ann_min_rows", cfg.ann_min_rows, 1)
         return cls(str(cfg.uri), tuple(sorted(present.items())), int(cfg.ann_min_rows))
 
     def open(self) -> Store:
@@ -148,6 +149,10 @@ def stage_resources(cfg: DictConfig, plan: Plan) -> dict[str, dict]:
     resources = {name: {"num_cpus": 1, **OmegaConf.to_container(cfg.resources.get(name, cfg.resources.default),
                                                                  resolve=True)}
                  for name in plan.stages}
+    for name, asked in resources.items():
+        for setting, low in (("num_cpus", 0), ("num_gpus", 0), ("concurrency", 1)):
+            if setting in asked:
+                check_range(f"resources.{name}.{setting}", asked[setting], low)
     if cfg.ray.address:
         return resources
     stateful = {name for name, stage in plan.stages.items() if stage.stateful}

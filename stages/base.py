@@ -68,6 +68,15 @@ def check_types(config, where: str = "") -> None:
         raise ConfigError(f"{where}.{key} must be {kinds}, got {value!r}")
 
 
+def check_range(setting: str, value, low, high=None) -> None:
+    """ConfigError naming the setting and its allowed range unless low <= value (<= high)."""
+    allowed = f"in {low}..{high}" if high is not None else f">= {low}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{setting} must be a number {allowed}, got {value!r}")
+    if value < low or high is not None and value > high:
+        raise ConfigError(f"{setting} must be {allowed}, got {value}")
+
+
 def evenly_spaced(items: list, n: int) -> list:
     """n items spread evenly from first to last (the middle one for n=1); all of them when there are fewer."""
     if len(items) <= n:

@@ -19,7 +19,7 @@ import time
 import jsonschema
 import openai
 
-from stages.base import ConfigError
+from stages.base import ConfigError, check_range
 
 _SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
@@ -107,6 +107,12 @@ class LLMClient:
                  max_string_chars: int | None = None, seed: int | None = 0):
         if structured_output not in ("json_schema", "json_object"):
             raise ConfigError(f"llm.client.structured_output must be json_schema or json_object, got {structured_output!r}")
+        for setting, value, low, high in (("temperature", temperature, 0, 2), ("max_tokens", max_tokens, 1, None),
+                                          ("timeout_s", timeout_s, 0.1, None), ("max_retries", max_retries, 0, 100),
+                                          ("backoff_s", backoff_s, 0, None), ("max_backoff_s", max_backoff_s, backoff_s, None),
+                                          ("concurrency", concurrency, 1, None),
+                                          ("max_string_chars", max_string_chars or 1, 1, None)):
+            check_range(f"llm.client.{setting}", value, low, high)
         self.base_url, self.model = base_url, model
         self.structured_output = structured_output
         self.max_string_chars = max_string_chars

@@ -87,7 +87,8 @@ def test_damaged_and_odd_files_end_with_a_summary_a_failure_exit_and_one_line_er
     from tests.conftest import SHARED_VIDEOS
     from tests.test_decode import ffmpeg
 
-    folder = tmp_path / "videos"
+    # A folder name Hydra's grammar refuses bare: vidprep quotes it.
+    folder = tmp_path / "vidéos à voir"
     (folder / "more").mkdir(parents=True)
     whole = tmp_path / "whole.mp4"
     ffmpeg("-f", "lavfi", "-i", "testsrc2=s=320x240:r=25:d=4", "-c:v", "libx264", "-pix_fmt", "yuv420p",
