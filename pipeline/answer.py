@@ -125,6 +125,9 @@ def answer(cfg: DictConfig) -> AnswerSummary:
     started, clock = utcnow(), time.monotonic()
     for setting, low in (("workers", 1), ("num_cpus", 0), ("per_type", 0), ("limit", 0)):
         check_range(f"answer.{setting}", cfg.answer[setting], low)
+    # Built here once so a bad method or vision setting is reported before any worker starts.
+    instantiate(cfg.method, llm=instantiate(cfg.llm.client))
+    instantiate(cfg.vision)
     plan = build_plan(cfg.stages)
     settings = StoreSettings.from_config(cfg.store)
     store = settings.open()

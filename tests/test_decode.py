@@ -101,7 +101,8 @@ def test_truncated_file_keeps_its_decodable_start_and_names_the_missing_range(tm
     frames, detail = run_stage(DecodeFrames(), video)
     assert 2 <= len(frames) < 8 and video["duration"] == pytest.approx(10.0)
     last = frames[-1]["timestamp"]
-    assert f"no frames for {last + 1:.2f}-10.00 s" in detail and "partial file" in detail
+    # What ffmpeg reports first depends on where the cut falls (a broken NAL unit, a "partial file").
+    assert detail.startswith(f"partial: no frames for {last + 1:.2f}-10.00 s; ffmpeg: ")
 
 
 def test_a_file_with_nothing_decodable_fails_with_ffmpegs_reason(tmp_path):

@@ -17,7 +17,7 @@ from stages.agents.base import (
     question_text,
 )
 from stages.agents.sandbox import Sandbox
-from stages.base import ConfigError
+from stages.base import ConfigError, check_range
 from stages.llm import LLMClient
 
 MODULE_DOCS = {
@@ -104,6 +104,9 @@ class CAViAR(Agent):
         unknown = {m for s in self.strategies for m in s} - set(MODULE_DOCS)
         if unknown or any("finish" not in s for s in self.strategies):
             raise ConfigError(f"method.strategies: unknown modules {sorted(unknown)} or a strategy without finish")
+        check_range("method.max_steps", max_steps, 1)
+        check_range("method.step_time_limit_s", step_time_limit_s, 0.1)
+        check_range("method.memory_mb", memory_mb, 32)
         self.max_steps, self.step_time_limit_s, self.memory_mb = max_steps, step_time_limit_s, memory_mb
         self.agent_prompt, self.critic_prompt, self.critic_examples = agent_prompt, critic_prompt, critic_examples
 

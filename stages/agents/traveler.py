@@ -21,7 +21,7 @@ from stages.agents.base import (
     load_prompt,
     question_text,
 )
-from stages.base import evenly_spaced
+from stages.base import check_range, evenly_spaced
 
 PLAN_SCHEMA = {"type": "object", "properties": {"plan": {"type": "string"}}, "required": ["plan"],
                "additionalProperties": False}
@@ -44,6 +44,10 @@ class TraveLER(Agent):
     def __init__(self, llm, window: int = 5, questions: int = 3, max_iterations: int = 5,
                  max_memory_chars: int = 4000, initial_captions: int = 5, prompts: dict | None = None):
         super().__init__(llm)
+        for setting, value in (("window", window), ("questions", questions), ("max_iterations", max_iterations),
+                               ("initial_captions", initial_captions)):
+            check_range(f"method.{setting}", value, 1)
+        check_range("method.max_memory_chars", max_memory_chars, 500)
         self.initial_captions = initial_captions
         self.window, self.questions, self.max_iterations = window, questions, max_iterations
         self.max_memory_chars = max_memory_chars

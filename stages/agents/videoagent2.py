@@ -14,6 +14,7 @@ from stages.agents.base import (
     load_prompt,
     question_text,
 )
+from stages.base import check_range
 
 TOOLS = ["search_frames", "segment_captions", "transcript", "visual_question"]
 PLAN_SCHEMA = {
@@ -33,6 +34,8 @@ class VideoAgent2(Agent):
     def __init__(self, llm, confidence_threshold: int = 4, max_steps: int = 4,
                  answer_prompt: str = "videoagent2/answer_v1.txt", plan_prompt: str = "videoagent2/plan_v1.txt"):
         super().__init__(llm)
+        check_range("method.confidence_threshold", confidence_threshold, 0, 5)
+        check_range("method.max_steps", max_steps, 0)
         self.confidence_threshold, self.max_steps = confidence_threshold, max_steps
         self.answer_prompt, self.plan_prompt = answer_prompt, plan_prompt
 
