@@ -205,3 +205,43 @@ def test_bad_files_fail_at_probe_with_reason(tmp_path, sample_dir):
 def test_out_of_range_decode_config_is_refused(params):
     with pytest.raises(ValueError, match="stages.frames"):
         DecodeFrames(**params)
+
+
+@pytest.mark.parametrize("encoding", [
+    ["-c:v", "libsvtav1", "-preset", "12", "-pix_fmt", "yuv420p"],  # AV1
+    ["-c:v", "libx264", "-pix_fmt", "yuv420p10le"],  # 10-bit H.264
+    ["-c:v", "libx265", "-pix_fmt", "yuv420p10le", "-x265-params", "log-level=error"],  # 10-bit HEVC
+    ["-c:v", "libx264", "-pix_fmt", "yuvj420p", "-colorspace", "bt709", "-color_range", "pc"],  # full range
+], ids=["av1", "h264-10bit", "hevc-10bit", "bt709-full-range"])
+def test_other_encodings_keep_frame_times(tmp_path, encoding):
+    path = tmp_path / "clip.mkv"
+    ffmpeg("-f", "lavfi", "-i", "color=c=black:s=480x64:r=24:d=3", "-vf", clock_filter(0), *encoding, path)
+    frames, detail = run_stage(DecodeFrames(fps=1.0), ProbeVideo().run(str(path)))
+    assert detail == "" and len(frames) == 3
+    for frame in frames:
+        assert read_clock(frame["jpeg"]) == pytest.approx(frame["timestamp"], abs=0.006)
+
+
+@pytest.mark.parametrize("rotation", [90, 180, 270])
+def test_rotated_files_come_out_as_players_show_them(tmp_path, rotation):
+    # A white square in the top-left corner of a wide frame; the display matrix turns it.
+    upright = tmp_path / "upright.mp4"
+    ffmpeg("-f", "lavfi", "-i", "color=c=black:s=96x48:r=10:d=1", "-vf", "drawbox=x=0:y=0:w=16:h=16:c=white:t=fill",
+           "-c:v", "libx264", upright)
+    path = tmp_path / f"rotated{rotation}.mp4"
+    # ffmpeg writes the legacy `rotate` tag as a display matrix when it copies the stream.
+    ffmpeg("-i", upright, "-c", "copy", "-metadata:s:v", f"rotate={rotation}", path)
+    video = ProbeVideo().run(str(path))
+    frames, _ = run_stage(DecodeFrames(), video)
+    image = np.asarray(Image.open(io.BytesIO(frames[0]["jpeg"])).convert("L"), dtype=float)
+    height, width = image.shape
+    assert (width, height) == ((48, 96) if rotation % 180 else (96, 48)) == (video["width"], video["height"])
+    corners = {"top-left": image[:8, :8], "top-right": image[:8, -8:], "bottom-left": image[-8:, :8],
+               "bottom-right": image[-8:, -8:]}
+    bright = max(corners, key=lambda name: corners[name].mean())
+    # The display matrix turns the picture counter-clockwise by the angle ffprobe reports (players do so).
+    probed = json.loads(subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+                                        "stream_side_data=rotation", "-of", "json", str(path)],
+                                       capture_output=True, text=True, check=True).stdout)
+    counter_clockwise = int(probed["streams"][0]["side_data_list"][0]["rotation"]) % 360
+    assert bright == {90: "bottom-left", 180: "bottom-right", 270: "top-right"}[counter_clockwise]
