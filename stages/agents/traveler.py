@@ -47,7 +47,7 @@ class TraveLER(Agent):
         for setting, value in (("window", window), ("questions", questions), ("max_iterations", max_iterations),
                                ("initial_captions", initial_captions)):
             check_range(f"method.{setting}", value, 1)
-        check_range("method.max_memory_chars", max_memory_chars, 500)
+        check_range("method.max_memory_chars", max_memory_chars, 100)
         self.initial_captions = initial_captions
         self.window, self.questions, self.max_iterations = window, questions, max_iterations
         self.max_memory_chars = max_memory_chars
