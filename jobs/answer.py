@@ -5,9 +5,9 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from jobs.errors import finish, user_errors
-from jobs.serve_llm import ensure_local_llm
-from pipeline.answer import answer
+from vidprep.jobs.errors import finish, user_errors
+from vidprep.jobs.serve_llm import ensure_local_llm
+from vidprep.pipeline.answer import answer
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base=None)

@@ -20,17 +20,17 @@ import numpy as np
 import pyarrow as pa
 from hydra.utils import instantiate
 
-from jobs.config import load_config
-from jobs.sample import make_sample
-from jobs.serve_llm import ensure_local_llm
-from pipeline.executor import run_stage
-from pipeline.plan import build_plan
-from pipeline.precompute import StoreSettings, precompute
-from pipeline.questions import jsonl
-from stages.agents.tools import VideoTools
-from stages.probe import ProbeVideo
-from store import schema
-from store.store import SegmentCaption, Store, Transcript, TranscriptSegment
+from vidprep.jobs.config import load_config
+from vidprep.jobs.sample import make_sample
+from vidprep.jobs.serve_llm import ensure_local_llm
+from vidprep.pipeline.executor import run_stage
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.precompute import StoreSettings, precompute
+from vidprep.pipeline.questions import jsonl
+from vidprep.stages.agents.tools import VideoTools
+from vidprep.stages.probe import ProbeVideo
+from vidprep.store import schema
+from vidprep.store.store import SegmentCaption, Store, Transcript, TranscriptSegment
 
 GROUPS = ("decode", "rerun", "naive", "answer", "sweep", "memory", "cpus", "search")
 SHARED_VIDEOS = ("nasa_13013.mp4", "h265_video.mp4", "video_90.mov")
@@ -206,7 +206,7 @@ def sweep_calls(sample: Path, work: Path) -> list[Figure]:
 
 
 def _vidprep(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "jobs.cli", *args, "ray.progress_bars=false"],
+    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", *args, "ray.progress_bars=false"],
                           capture_output=True, text=True, check=False)
     if done.returncode:
         raise RuntimeError(f"vidprep {' '.join(args)} failed:\n{done.stderr[-3000:]}")

@@ -5,16 +5,16 @@ import os
 import sys
 
 COMMANDS = {
-    "precompute": ("jobs.precompute", "precompute a dataset's artifacts into the store (Hydra job)"),
-    "import-captions": ("jobs.import_captions", "[--format F PATH]: published captions as a captions-only store"),
-    "answer": ("jobs.answer", "answer a dataset's questions with a method (Hydra job)"),
-    "evaluate": ("jobs.evaluate", "[run=KEY]: scores of the answer runs in the store"),
-    "report": ("jobs.report", "[RUN ...] [--serve]: a static HTML report of answer runs"),
-    "search": ("jobs.search", 'VIDEO_OR_ALL "text": top frames for a text query'),
-    "sample": ("jobs.sample", "[FOLDER]: write the built-in sample videos"),
-    "bench": ("jobs.bench", "measure what the cache saves (ratios against same-run baselines)"),
-    "serve-llm": ("jobs.serve_llm", "run the embedded llama.cpp server with the shipped SmolLM2"),
-    "show": ("jobs.show", "VIDEO_ID_OR_PATH: print a video's artifacts"),
+    "precompute": ("vidprep.jobs.precompute", "precompute a dataset's artifacts into the store (Hydra job)"),
+    "import-captions": ("vidprep.jobs.import_captions", "[--format F PATH]: published captions as a captions-only store"),
+    "answer": ("vidprep.jobs.answer", "answer a dataset's questions with a method (Hydra job)"),
+    "evaluate": ("vidprep.jobs.evaluate", "[run=KEY]: scores of the answer runs in the store"),
+    "report": ("vidprep.jobs.report", "[RUN ...] [--serve]: a static HTML report of answer runs"),
+    "search": ("vidprep.jobs.search", 'VIDEO_OR_ALL "text": top frames for a text query'),
+    "sample": ("vidprep.jobs.sample", "[FOLDER]: write the built-in sample videos"),
+    "bench": ("vidprep.jobs.bench", "measure what the cache saves (ratios against same-run baselines)"),
+    "serve-llm": ("vidprep.jobs.serve_llm", "run the embedded llama.cpp server with the shipped SmolLM2"),
+    "show": ("vidprep.jobs.show", "VIDEO_ID_OR_PATH: print a video's artifacts"),
 }
 
 
@@ -42,7 +42,7 @@ def main() -> None:
         sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
     name = sys.argv.pop(1)
     sys.argv = [f"vidprep {name}"] + [quoted_for_hydra(a) for a in sys.argv[1:]]
-    from jobs import errors
+    from vidprep.jobs import errors
 
     with errors.user_errors():
         importlib.import_module(COMMANDS[name][0]).main()

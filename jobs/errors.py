@@ -11,10 +11,10 @@ from hydra.errors import (
 )
 from omegaconf.errors import MissingMandatoryValue
 
-from pipeline.manifest import ManifestError
-from stages.base import ConfigError
-from stages.llm import EndpointUnreachable
-from store.store import ArtifactMissing
+from vidprep.pipeline.manifest import ManifestError
+from vidprep.stages.base import ConfigError
+from vidprep.stages.llm import EndpointUnreachable
+from vidprep.store.store import ArtifactMissing
 
 # A bad config, manifest, missing artifact or unreachable endpoint: nothing was done.
 EXIT_USER_ERROR = 2

@@ -2,9 +2,9 @@
 
 import sys
 
-from jobs.config import load_config
-from pipeline.precompute import StoreSettings
-from pipeline.scoring import format_report, report
+from vidprep.jobs.config import load_config
+from vidprep.pipeline.precompute import StoreSettings
+from vidprep.pipeline.scoring import format_report, report
 
 
 def main() -> None:

@@ -8,11 +8,11 @@ are known by name only (dataset=captions) unless a dataset is given too.
 import argparse
 from pathlib import Path
 
-from jobs.config import load_config
-from jobs.errors import finish, user_errors
-from jobs.serve_llm import ensure_local_llm
-from pipeline.imported import import_captions
-from stages.imported import FORMATS
+from vidprep.jobs.config import load_config
+from vidprep.jobs.errors import finish, user_errors
+from vidprep.jobs.serve_llm import ensure_local_llm
+from vidprep.pipeline.imported import import_captions
+from vidprep.stages.imported import FORMATS
 
 
 def main() -> None:

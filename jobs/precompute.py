@@ -6,10 +6,10 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from jobs.errors import finish, user_errors
-from jobs.sample import make_sample
-from jobs.serve_llm import ensure_local_llm
-from pipeline.precompute import precompute
+from vidprep.jobs.errors import finish, user_errors
+from vidprep.jobs.sample import make_sample
+from vidprep.jobs.serve_llm import ensure_local_llm
+from vidprep.pipeline.precompute import precompute
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base=None)

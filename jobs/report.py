@@ -7,10 +7,10 @@ import functools
 import http.server
 from pathlib import Path
 
-from jobs.config import load_config
-from jobs.errors import user_errors
-from pipeline.precompute import StoreSettings
-from pipeline.report import ReportWriter
+from vidprep.jobs.config import load_config
+from vidprep.jobs.errors import user_errors
+from vidprep.pipeline.precompute import StoreSettings
+from vidprep.pipeline.report import ReportWriter
 
 
 def serve(folder: Path, port: int) -> None:

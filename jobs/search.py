@@ -3,12 +3,12 @@
 import argparse
 import os
 
-from jobs.config import load_config
-from jobs.errors import user_errors
-from pipeline.plan import build_plan
-from pipeline.precompute import StoreSettings
-from store.keys import content_id
-from store.store import ArtifactMissing, Store
+from vidprep.jobs.config import load_config
+from vidprep.jobs.errors import user_errors
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.precompute import StoreSettings
+from vidprep.store.keys import content_id
+from vidprep.store.store import ArtifactMissing, Store
 
 
 def resolve_video(store: Store, video: str) -> str | None:

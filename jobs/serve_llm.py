@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from jobs.config import load_config
+from vidprep.jobs.config import load_config
 
 
 def shipped_smollm2() -> str:

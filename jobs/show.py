@@ -4,12 +4,12 @@ summary, and which stage keys it has in the store."""
 import argparse
 import json
 
-from jobs.config import load_config
-from jobs.errors import user_errors
-from jobs.search import resolve_video
-from pipeline.plan import build_plan
-from pipeline.precompute import StoreSettings
-from store.store import ArtifactMissing
+from vidprep.jobs.config import load_config
+from vidprep.jobs.errors import user_errors
+from vidprep.jobs.search import resolve_video
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.precompute import StoreSettings
+from vidprep.store.store import ArtifactMissing
 
 
 def main() -> None:

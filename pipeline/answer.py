@@ -16,15 +16,15 @@ import ray
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.plan import build_plan
-from pipeline.precompute import StoreSettings, init_ray
-from pipeline.questions import Question, first_per_type
-from stages.agents.base import PROMPTS
-from stages.agents.tools import VideoTools
-from stages.llm import api_keys, check_endpoints
-from stages.base import check_range
-from store.keys import stage_key
-from store.store import ArtifactMissing, utcnow
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.precompute import StoreSettings, init_ray
+from vidprep.pipeline.questions import Question, first_per_type
+from vidprep.stages.agents.base import PROMPTS
+from vidprep.stages.agents.tools import VideoTools
+from vidprep.stages.llm import api_keys, check_endpoints
+from vidprep.stages.base import check_range
+from vidprep.store.keys import stage_key
+from vidprep.store.store import ArtifactMissing, utcnow
 
 
 def _prompt_hashes(config) -> dict[str, str]:

@@ -5,9 +5,9 @@ mark complete. Knows nothing of Ray, so the same code runs in a test, a script o
 import time
 import traceback
 
-from stages.base import Stage, StageError
-from store.keys import row_id
-from store.store import Store
+from vidprep.stages.base import Stage, StageError
+from vidprep.store.keys import row_id
+from vidprep.store.store import Store
 
 
 def _whole(read):

@@ -13,17 +13,17 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.plan import build_plan
-from pipeline.precompute import (
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.precompute import (
     StoreSettings,
     Summary,
     new_run_id,
     register_plan,
     run_stages,
 )
-from stages.base import ConfigError
-from stages.imported import ImportedCaptions
-from store.store import utcnow
+from vidprep.stages.base import ConfigError
+from vidprep.stages.imported import ImportedCaptions
+from vidprep.store.store import utcnow
 
 CAPTIONS_ONLY = "captions-only"
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from stages.base import ConfigError, Stage, check_types
-from stages.probe import ProbeVideo
+from vidprep.stages.base import ConfigError, Stage, check_types
+from vidprep.stages.probe import ProbeVideo
 
 
 @dataclass

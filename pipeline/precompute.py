@@ -15,13 +15,13 @@ import uuid
 import ray
 from omegaconf import DictConfig, OmegaConf
 
-from pipeline.executor import describe_error, run_stage
-from pipeline.manifest import read_manifest
-from pipeline.plan import Plan, build_plan, build_stage
-from stages.base import ConfigError, check_range
-from stages.llm import PROCESS_USAGE, api_keys, check_endpoints
-from stages.media import file_info
-from store.store import Store, utcnow
+from vidprep.pipeline.executor import describe_error, run_stage
+from vidprep.pipeline.manifest import read_manifest
+from vidprep.pipeline.plan import Plan, build_plan, build_stage
+from vidprep.stages.base import ConfigError, check_range
+from vidprep.stages.llm import PROCESS_USAGE, api_keys, check_endpoints
+from vidprep.stages.media import file_info
+from vidprep.store.store import Store, utcnow
 
 
 @dataclasses.dataclass(frozen=True)

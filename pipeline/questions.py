@@ -11,8 +11,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pipeline.manifest import ManifestError
-from stages.media import is_uri
+from vidprep.pipeline.manifest import ManifestError
+from vidprep.stages.media import is_uri
 
 TASKS = ("mcq", "open", "rtl")
 

@@ -13,8 +13,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from pipeline.scoring import METRIC, report, score
-from store.store import ArtifactMissing, Store
+from vidprep.pipeline.scoring import METRIC, report, score
+from vidprep.store.store import ArtifactMissing, Store
 
 PAGE_SIZE = 100
 # The only script in a report (ours, no model text): how many thumbnails actually loaded, for a look

@@ -12,7 +12,7 @@ import typing
 from collections.abc import Iterator
 from typing import ClassVar
 
-from store.keys import stage_key
+from vidprep.store.keys import stage_key
 
 
 class ConfigError(ValueError):

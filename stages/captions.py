@@ -3,7 +3,7 @@
 import dataclasses
 from collections.abc import Iterator
 
-from stages.base import ConfigError, Stage, evenly_spaced, runtime
+from vidprep.stages.base import ConfigError, Stage, evenly_spaced, runtime
 
 
 @dataclasses.dataclass

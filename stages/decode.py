@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 from PIL import Image
 
-from stages.base import ConfigError, Stage, StageError, runtime
-from stages.ffmpeg import DecodeReport, stream_frames
-from stages.media import local_file
+from vidprep.stages.base import ConfigError, Stage, StageError, runtime
+from vidprep.stages.ffmpeg import DecodeReport, stream_frames
+from vidprep.stages.media import local_file
 
 MIN_FPS, MAX_FPS = 0.001, 240
 

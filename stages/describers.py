@@ -7,8 +7,8 @@ vision-language model (shipped models) or a real one behind the LLM layer (frame
 import functools
 from pathlib import Path
 
-from stages.llm import LLMClient, image_part
-from stages.vision import ImageNetClassifier, TextReader
+from vidprep.stages.llm import LLMClient, image_part
+from vidprep.stages.vision import ImageNetClassifier, TextReader
 
 PROMPTS = Path(__file__).parent / "prompts"
 

@@ -3,8 +3,8 @@
 import dataclasses
 from collections.abc import Iterator
 
-from stages.base import Stage, runtime
-from store.schema import embedding_table
+from vidprep.stages.base import Stage, runtime
+from vidprep.store.schema import embedding_table
 
 
 @dataclasses.dataclass

@@ -11,8 +11,8 @@ import io
 import numpy as np
 from PIL import Image
 
-from stages.base import ConfigError
-from stages.vision import ImageNetClassifier
+from vidprep.stages.base import ConfigError
+from vidprep.stages.vision import ImageNetClassifier
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

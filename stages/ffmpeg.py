@@ -10,7 +10,7 @@ import threading
 import warnings
 from collections.abc import Generator
 
-from stages.base import StageError
+from vidprep.stages.base import StageError
 
 # LanceDB warns on every fork; ffmpeg and ffprobe are exec'd straight after it, touching no state.
 warnings.filterwarnings("ignore", message="lancedb fork support is experimental")

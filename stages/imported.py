@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from stages.base import ConfigError, Stage, evenly_spaced, runtime
-from stages.embed import EmbedFrames
+from vidprep.stages.base import ConfigError, Stage, evenly_spaced, runtime
+from vidprep.stages.embed import EmbedFrames
 
 FORMATS = ("videoagent", "llovi", "jsonl")
 

@@ -19,7 +19,7 @@ import time
 import jsonschema
 import openai
 
-from stages.base import ConfigError, check_range
+from vidprep.stages.base import ConfigError, check_range
 
 _SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
@@ -132,7 +132,7 @@ class LLMClient:
         """The store holding the response cache (None: no persistent cache)."""
         if not (self.cache and self._cache_uri):
             return None
-        from store.store import Store
+        from vidprep.store.store import Store
 
         options = {k: str(v) for k, v in (self._cache_options or {}).items() if v is not None}
         return Store(self._cache_uri, options)

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from stages.base import StageError
+from vidprep.stages.base import StageError
 
 # Bytes of copies a node keeps; older copies are removed first once a new copy passes this.
 CACHE_LIMIT_BYTES = int(float(os.environ.get("VIDPREP_MEDIA_CACHE_GB", "20")) * 2**30)

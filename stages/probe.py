@@ -3,10 +3,10 @@
 import dataclasses
 from fractions import Fraction
 
-from stages.base import StageError
-from stages.ffmpeg import ffprobe
-from stages.media import file_info, local_file
-from store.keys import content_id
+from vidprep.stages.base import StageError
+from vidprep.stages.ffmpeg import ffprobe
+from vidprep.stages.media import file_info, local_file
+from vidprep.store.keys import content_id
 
 
 def _rate(text: str | None) -> float:

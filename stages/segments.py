@@ -4,7 +4,7 @@ import dataclasses
 import math
 from collections.abc import Iterator
 
-from stages.base import ConfigError, Stage
+from vidprep.stages.base import ConfigError, Stage
 
 
 @dataclasses.dataclass

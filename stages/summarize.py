@@ -5,8 +5,8 @@ import functools
 import hashlib
 from collections.abc import Iterator
 
-from stages.base import ConfigError, Stage, runtime
-from stages.describers import PROMPTS
+from vidprep.stages.base import ConfigError, Stage, runtime
+from vidprep.stages.describers import PROMPTS
 
 SCHEMA = {
     "type": "object",

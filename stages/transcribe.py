@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from stages.base import ConfigError, Stage, runtime
-from stages.ffmpeg import decode_audio
-from stages.media import local_file
+from vidprep.stages.base import ConfigError, Stage, runtime
+from vidprep.stages.ffmpeg import decode_audio
+from vidprep.stages.media import local_file
 
 RATE = 16000
 

@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 from lancedb.index import IvfHnswSq
 
-from store import schema
-from store.keys import row_id
+from vidprep.store import schema
+from vidprep.store.keys import row_id
 
 
 def _quote(value: str) -> str:

@@ -19,8 +19,8 @@ def _free_port() -> int:
 # This session's own local LLM server, apart from a user's (8765) and from other test sessions.
 os.environ["VIDPREP_LLM_PORT"] = str(_free_port())
 
-from jobs.config import load_config  # noqa: E402
-from jobs.sample import make_sample  # noqa: E402
+from vidprep.jobs.config import load_config  # noqa: E402
+from vidprep.jobs.sample import make_sample  # noqa: E402
 
 
 def _shared_videos() -> Path:
@@ -63,7 +63,7 @@ def ray_session():
 @pytest.fixture(scope="session")
 def local_llm(tmp_path_factory):
     """The real llama.cpp server with the shipped SmolLM2, once per test session."""
-    from jobs.serve_llm import ensure_local_llm
+    from vidprep.jobs.serve_llm import ensure_local_llm
 
     cfg = config_for(tmp_path_factory.mktemp("unused"), ".")
     process = ensure_local_llm(cfg.llm, tmp_path_factory.mktemp("llm") / "server.log")
@@ -76,7 +76,7 @@ def local_llm(tmp_path_factory):
 @pytest.fixture(scope="session")
 def precomputed(tmp_path_factory, sample_dir, ray_session, local_llm):
     """The sample set precomputed once with the default config: (config, store, summary)."""
-    from pipeline.precompute import StoreSettings, precompute
+    from vidprep.pipeline.precompute import StoreSettings, precompute
 
     cfg = config_for(tmp_path_factory.mktemp("store") / "db", sample_dir)
     summary = precompute(cfg)
@@ -85,6 +85,6 @@ def precomputed(tmp_path_factory, sample_dir, ray_session, local_llm):
 
 @pytest.fixture(scope="session")
 def embedder():
-    from stages.embedders import LabelTextEmbedder
+    from vidprep.stages.embedders import LabelTextEmbedder
 
     return LabelTextEmbedder()

@@ -5,15 +5,15 @@ import json
 
 import pytest
 
-from pipeline.plan import build_plan
-from pipeline.questions import jsonl
-from stages.agents.caviar import CAViAR
-from stages.agents.tools import VideoTools
-from stages.agents.traveler import TraveLER
-from stages.agents.videoagent2 import VideoAgent2
-from stages.agents.vision import StoredDescriptions
-from stages.llm import LLMClient
-from store.keys import content_id
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.questions import jsonl
+from vidprep.stages.agents.caviar import CAViAR
+from vidprep.stages.agents.tools import VideoTools
+from vidprep.stages.agents.traveler import TraveLER
+from vidprep.stages.agents.videoagent2 import VideoAgent2
+from vidprep.stages.agents.vision import StoredDescriptions
+from vidprep.stages.llm import LLMClient
+from vidprep.store.keys import content_id
 from tests.scripted_llm import ScriptedLLM
 
 

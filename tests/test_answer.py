@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from pipeline.answer import answer
-from pipeline.questions import activitynet_rtl, egoschema, jsonl, nextqa
-from pipeline.scoring import iou, report, token_f1
-from store.store import ArtifactMissing
+from vidprep.pipeline.answer import answer
+from vidprep.pipeline.questions import activitynet_rtl, egoschema, jsonl, nextqa
+from vidprep.pipeline.scoring import iou, report, token_f1
+from vidprep.store.store import ArtifactMissing
 from tests.conftest import SHARED_VIDEOS, config_for
 
 # Small iteration limits keep the tiny model's runs short; the control flow at the paper's
@@ -60,7 +60,7 @@ def test_rerun_answers_nothing_again(answered, precomputed, sample_dir):
 
 def test_evaluate_prints_scores_per_method(answered, precomputed):
     cfg, _, _ = precomputed
-    done = subprocess.run([sys.executable, "-m", "jobs.cli", "evaluate", f"store.uri={cfg.store.uri}"],
+    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "evaluate", f"store.uri={cfg.store.uri}"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     for method in METHODS:
@@ -71,7 +71,7 @@ def test_evaluate_prints_scores_per_method(answered, precomputed):
 
 def test_multirun_sweep_reuses_the_same_store(answered, precomputed, sample_dir):
     cfg, _, _ = precomputed
-    args = [sys.executable, "-m", "jobs.cli", "answer", "--multirun", "method=videoagent2,caviar",
+    args = [sys.executable, "-m", "vidprep.jobs.cli", "answer", "--multirun", "method=videoagent2,caviar",
             f"store.uri={cfg.store.uri}", "dataset=folder", f"dataset.manifest={sample_dir}",
             "method.max_steps=1", "ray.progress_bars=false", f"hydra.sweep.dir={cfg.store.uri}-sweep"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=600)
@@ -86,7 +86,7 @@ def test_sweep_on_hydras_ray_launcher_runs_each_job_as_a_ray_task(precomputed, s
     answer(sample_config(precomputed, sample_dir, "random"))
     # The jobs join this session's Ray, as a sweep joins a cluster through ray.address.
     address = ray.get_runtime_context().gcs_address
-    args = [sys.executable, "-m", "jobs.cli", "answer", "--multirun", "hydra/launcher=ray_jobs", "method=random",
+    args = [sys.executable, "-m", "vidprep.jobs.cli", "answer", "--multirun", "hydra/launcher=ray_jobs", "method=random",
             "method.seed=0,1", f"ray.address={address}", f"store.uri={cfg.store.uri}", "dataset=folder",
             f"dataset.manifest={sample_dir}", "ray.progress_bars=false", f"hydra.sweep.dir={cfg.store.uri}-ray-sweep"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=600)
@@ -104,13 +104,13 @@ def test_answering_loads_no_precompute_model(answered, precomputed, sample_dir):
     cfg, _, _ = precomputed
     code = f"""
 import json, sys
-from jobs.config import load_config
+from vidprep.jobs.config import load_config
 from omegaconf import OmegaConf
-from pipeline.answer import AnswerWorker, run_key
-from pipeline.plan import build_plan
-from pipeline.precompute import StoreSettings
-from pipeline.questions import jsonl
-from store.keys import content_id
+from vidprep.pipeline.answer import AnswerWorker, run_key
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.precompute import StoreSettings
+from vidprep.pipeline.questions import jsonl
+from vidprep.store.keys import content_id
 cfg = load_config(["store.uri={cfg.store.uri}", "dataset=folder", "dataset.manifest={sample_dir}", "method=caviar",
                    "method.max_steps=1", "stages.frames.fps=1", "llm.client.cache=false"])
 keys = build_plan(cfg.stages).keys

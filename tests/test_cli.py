@@ -5,11 +5,11 @@ import sys
 
 import pytest
 
-from pipeline.plan import build_plan
+from vidprep.pipeline.plan import build_plan
 
 
 def vidprep(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 def test_search_prints_the_cat_scene_first(precomputed):
@@ -43,7 +43,7 @@ def test_unknown_command_prints_usage():
 
 def test_keys_are_stable_across_processes(precomputed):
     cfg, _, _ = precomputed
-    code = ("from jobs.config import load_config; from pipeline.plan import build_plan; "
+    code = ("from vidprep.jobs.config import load_config; from vidprep.pipeline.plan import build_plan; "
             f"print(build_plan(load_config(['store.uri={cfg.store.uri}']).stages).keys['frame_embeddings'])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == build_plan(cfg.stages).keys["frame_embeddings"]

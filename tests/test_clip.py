@@ -5,9 +5,9 @@ import string
 
 import pytest
 
-from pipeline.plan import build_plan
-from pipeline.precompute import StoreSettings, precompute
-from store.keys import content_id
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.precompute import StoreSettings, precompute
+from vidprep.store.keys import content_id
 from tests.conftest import config_for
 
 PROJECTION = 24

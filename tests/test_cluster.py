@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from store.store import Store
+from vidprep.store.store import Store
 from tests.test_resume import _run_until_killed, _snapshot
 
 CLUSTER_RUN = """
 import json, sys
 import ray
 from ray.cluster_utils import Cluster
-from jobs.config import load_config
-from pipeline.precompute import precompute
+from vidprep.jobs.config import load_config
+from vidprep.pipeline.precompute import precompute
 
 store, manifest = sys.argv[1], sys.argv[2]
 cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
@@ -123,7 +123,7 @@ def test_precompute_and_answer_with_videos_and_store_on_s3_and_resume_after_a_ki
     common = [f"store.uri={uri}", "store=s3", "dataset=folder", "dataset.manifest=s3://vidprep-test/videos",
               f"dataset.questions.path={sample_dir}/questions.jsonl", "+dataset.questions.video_dir=s3://vidprep-test/videos",
               "ray.progress_bars=false"]
-    precompute = [sys.executable, "-m", "jobs.cli", "precompute", *common]
+    precompute = [sys.executable, "-m", "vidprep.jobs.cli", "precompute", *common]
     _run_until_killed(precompute, uri, markers=3, extra_delay=0.2, storage_options=options)
     resumed = subprocess.run(precompute, capture_output=True, text=True, timeout=900, check=False)
     # Exit 3: the sample's corrupt.mp4 fails; everything else completes.
@@ -137,7 +137,7 @@ def test_precompute_and_answer_with_videos_and_store_on_s3_and_resume_after_a_ki
     again = subprocess.run(precompute, capture_output=True, text=True, timeout=900, check=False)
     assert "0 done, 3 skipped as complete, 1 failed" in again.stdout, again.stdout
 
-    answered = subprocess.run([sys.executable, "-m", "jobs.cli", "answer", *common, "method=llovi"],
+    answered = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "answer", *common, "method=llovi"],
                               capture_output=True, text=True, timeout=900, check=False)
     assert answered.returncode == 0, answered.stderr[-3000:]
     assert "7 questions, 7 answered now" in answered.stdout

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from stages.base import StageError
-from stages.decode import DecodeFrames
-from stages.probe import ProbeVideo
+from vidprep.stages.base import StageError
+from vidprep.stages.decode import DecodeFrames
+from vidprep.stages.probe import ProbeVideo
 from tests.conftest import SHARED_VIDEOS, needs_shared_videos
 
 

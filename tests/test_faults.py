@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.answer import answer
-from pipeline.plan import build_plan
-from pipeline.precompute import StoreSettings
-from store.keys import content_id
-from store.store import ArtifactMissing, Store
+from vidprep.pipeline.answer import answer
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.precompute import StoreSettings
+from vidprep.store.keys import content_id
+from vidprep.store.store import ArtifactMissing, Store
 from tests.conftest import config_for
 from tests.scripted_llm import ScriptedLLM
 from tests.test_resume import _snapshot
@@ -26,7 +26,7 @@ WITHOUT_SUMMARY = ["~stages.summary"]
 
 
 def _precompute_process(uri, sample_dir) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "jobs.cli", "precompute", f"store.uri={uri}", "dataset=folder",
+    return subprocess.Popen([sys.executable, "-m", "vidprep.jobs.cli", "precompute", f"store.uri={uri}", "dataset=folder",
                              f"dataset.manifest={sample_dir}", "ray.progress_bars=false"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -135,7 +135,7 @@ def test_api_keys_never_reach_logs_traces_reports_or_the_store(tmp_path, precomp
                  "llm.client.api_key_env=VIDPREP_TEST_KEY", *WITHOUT_SUMMARY, "ray.progress_bars=false",
                  f"hydra.run.dir={tmp_path / 'outputs'}"]
     env = dict(os.environ, VIDPREP_TEST_KEY=SECRET)
-    runs = [subprocess.run([sys.executable, "-m", "jobs.cli", command, *overrides], env=env, capture_output=True,
+    runs = [subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", command, *overrides], env=env, capture_output=True,
                            text=True, timeout=600, check=False) for command in ("answer", "answer", "evaluate")]
     scripted.close()
     # The first run's two failed questions make it exit 3 (failures); the second asks them again.

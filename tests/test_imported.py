@@ -9,14 +9,14 @@ from collections import Counter
 
 import pytest
 
-from jobs.config import load_config
-from pipeline.answer import answer
-from pipeline.imported import import_captions, named_video_id
-from pipeline.scoring import report
-from stages.agents.tools import VideoTools
-from stages.agents.vision import StoredDescriptions
-from stages.base import ConfigError
-from stages.imported import ImportedCaptions
+from vidprep.jobs.config import load_config
+from vidprep.pipeline.answer import answer
+from vidprep.pipeline.imported import import_captions, named_video_id
+from vidprep.pipeline.scoring import report
+from vidprep.stages.agents.tools import VideoTools
+from vidprep.stages.agents.vision import StoredDescriptions
+from vidprep.stages.base import ConfigError
+from vidprep.stages.imported import ImportedCaptions
 from tests.conftest import SHARED_VIDEOS
 
 NEXTQA_DEV = SHARED_VIDEOS.parent / "nextqa-dev"
@@ -55,7 +55,7 @@ def imported(tmp_path_factory, nextqa_subset, ray_session, local_llm):
     store_uri = tmp_path_factory.mktemp("captions-store") / "db"
     summary = import_captions(nextqa_config(store_uri, root))
     cfg = nextqa_config(store_uri, root)
-    from pipeline.precompute import StoreSettings
+    from vidprep.pipeline.precompute import StoreSettings
 
     return cfg, StoreSettings.from_config(cfg.store).open(), summary, rows
 
@@ -91,7 +91,7 @@ def test_reimport_is_a_no_op_and_a_changed_caption_file_is_a_new_key(imported, n
 
 def test_search_and_visual_questions_run_over_the_stored_captions(imported, embedder):
     cfg, store, _, _ = imported
-    from pipeline.plan import build_plan
+    from vidprep.pipeline.plan import build_plan
 
     keys = build_plan(cfg.stages).keys
     tools = VideoTools(store, keys, named_video_id("5833145209"), embedder, StoredDescriptions())
@@ -148,11 +148,11 @@ def test_import_captions_command_loads_a_jsonl_without_a_dataset(tmp_path):
     captions = tmp_path / "captions.jsonl"
     captions.write_text("\n".join(json.dumps({"video": "clip", "t": t, "caption": f"a dog runs, second {t}"})
                                   for t in range(12)))
-    done = subprocess.run([sys.executable, "-m", "jobs.cli", "import-captions", "--format", "jsonl", str(captions),
+    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "import-captions", "--format", "jsonl", str(captions),
                            f"store.uri={tmp_path / 'db'}", "ray.progress_bars=false", "~stages.summary"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "videos: 1 (1 done" in done.stdout
-    bad = subprocess.run([sys.executable, "-m", "jobs.cli", "import-captions", "--format", "llovi", str(captions),
+    bad = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "import-captions", "--format", "llovi", str(captions),
                           f"store.uri={tmp_path / 'db'}"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "captions.jsonl: cannot read captions" in bad.stderr

@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from pipeline.plan import build_plan
-from pipeline.precompute import StoreSettings, precompute
-from stages.llm import LLMClient, LLMError, LLMReplyError, image_part
-from store.keys import content_id
-from store.store import Store
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.precompute import StoreSettings, precompute
+from vidprep.stages.llm import LLMClient, LLMError, LLMReplyError, image_part
+from vidprep.store.keys import content_id
+from vidprep.store.store import Store
 from tests.conftest import config_for
 from tests.scripted_llm import ScriptedLLM
 
@@ -134,9 +134,9 @@ def test_llm_server_dying_mid_run_leaves_no_partial_rows_and_a_rerun_completes(t
 
 
 def test_vision_language_backends_send_the_frames_as_image_parts(server):
-    from stages.agents.vision import VisionLanguageModel
-    from stages.describers import VisionLanguageDescriber
-    from store.store import Frame
+    from vidprep.stages.agents.vision import VisionLanguageModel
+    from vidprep.stages.describers import VisionLanguageDescriber
+    from vidprep.store.store import Frame
 
     jpeg = b"\xff\xd8frame\xff\xd9"
     server.default = '{"caption": "a cat on a mat", "confidence": 4}'
@@ -152,8 +152,8 @@ def test_vision_language_backends_send_the_frames_as_image_parts(server):
 
 
 def test_summary_of_long_inputs_is_made_in_chunks_then_combined(server):
-    from stages.summarize import SummarizeVideo
-    from store.store import SegmentCaption, Transcript
+    from vidprep.stages.summarize import SummarizeVideo
+    from vidprep.store.store import SegmentCaption, Transcript
 
     captions = [SegmentCaption(i, i * 10.0, i * 10.0 + 10, f"caption of segment {i} " + "x" * 150, 0.5, "m")
                 for i in range(12)]

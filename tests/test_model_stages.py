@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from pipeline.plan import build_plan
-from pipeline.precompute import precompute
-from store.keys import content_id
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.precompute import precompute
+from vidprep.store.keys import content_id
 
 
 def _words(text: str) -> list[str]:
@@ -95,8 +95,8 @@ def test_second_run_makes_no_model_and_no_llm_call(precomputed):
 
 
 def test_transcript_backend_is_chosen_by_what_is_installed_and_named_in_the_key():
-    from stages.base import ConfigError
-    from stages.transcribe import TranscribeSpeech
+    from vidprep.stages.base import ConfigError
+    from vidprep.stages.transcribe import TranscribeSpeech
 
     auto = TranscribeSpeech()
     assert auto.backend == "faster_whisper" and auto.params()["backend"] == "faster_whisper"

@@ -6,16 +6,16 @@ import subprocess
 
 import pytest
 
-from pipeline.manifest import ManifestError, read_manifest
-from pipeline.plan import build_plan
-from pipeline.precompute import (
+from vidprep.pipeline.manifest import ManifestError, read_manifest
+from vidprep.pipeline.plan import build_plan
+from vidprep.pipeline.precompute import (
     StoreSettings,
     fit_resources,
     precompute,
     stage_resources,
 )
-from stages.base import ConfigError
-from store.keys import content_id
+from vidprep.stages.base import ConfigError
+from vidprep.store.keys import content_id
 from tests.conftest import SHARED_VIDEOS, config_for, needs_shared_videos
 
 

@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from pipeline.precompute import StoreSettings, precompute
-from store.store import Store
+from vidprep.pipeline.precompute import StoreSettings, precompute
+from vidprep.store.store import Store
 from tests.conftest import config_for
 
 ARTIFACTS = ("videos", "frames", "segments", "frame_embeddings_384", "segment_captions", "frame_captions",
@@ -76,7 +76,7 @@ def _living_in_session(session: int) -> list[str]:
 def test_killed_runs_resume_to_the_rows_of_an_uninterrupted_run(tmp_path, sample_dir, precomputed, ray_session):
     _, reference, _ = precomputed
     uri = str(tmp_path / "db")
-    args = [sys.executable, "-m", "jobs.cli", "precompute", f"store.uri={uri}", "dataset=folder",
+    args = [sys.executable, "-m", "vidprep.jobs.cli", "precompute", f"store.uri={uri}", "dataset=folder",
             f"dataset.manifest={sample_dir}", "ray.progress_bars=false"]
     seed = int(os.environ.get("VIDPREP_KILL_SEED", time.time_ns() % 10_000))
     rng = random.Random(seed)

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from pipeline.plan import build_plan
-from store.keys import content_id
-from store.store import ArtifactMissing, Store
+from vidprep.pipeline.plan import build_plan
+from vidprep.store.keys import content_id
+from vidprep.store.store import ArtifactMissing, Store
 
 
 @pytest.fixture(scope="module")

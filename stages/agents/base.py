@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pipeline.questions import Question
-from stages.llm import LLMClient, LLMError
+from vidprep.pipeline.questions import Question
+from vidprep.stages.llm import LLMClient, LLMError
 
 PROMPTS = Path(__file__).parent / "prompts"
 CONFIDENCE = {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}

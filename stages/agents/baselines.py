@@ -3,7 +3,7 @@ and a random choice (a floor; it never replaces an invalid answer of another met
 
 import random
 
-from stages.agents.base import (
+from vidprep.stages.agents.base import (
     Agent,
     Trace,
     answer_schema,

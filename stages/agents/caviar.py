@@ -7,7 +7,7 @@ An exception or timeout in a step is that step's result, and the agent goes on.
 
 import json
 
-from stages.agents.base import (
+from vidprep.stages.agents.base import (
     Agent,
     InvalidAnswer,
     Trace,
@@ -16,9 +16,9 @@ from stages.agents.base import (
     load_prompt,
     question_text,
 )
-from stages.agents.sandbox import Sandbox
-from stages.base import ConfigError, check_range
-from stages.llm import LLMClient
+from vidprep.stages.agents.sandbox import Sandbox
+from vidprep.stages.base import ConfigError, check_range
+from vidprep.stages.llm import LLMClient
 
 MODULE_DOCS = {
     "retrieval_qa": '''def retrieval_qa(query: str) -> str:

@@ -4,7 +4,7 @@ with a confidence (search similarity, ASR word probability, describer score or t
 
 from dataclasses import dataclass, field
 
-from store.store import ArtifactMissing, Frame, Store
+from vidprep.store.store import ArtifactMissing, Frame, Store
 
 
 @dataclass

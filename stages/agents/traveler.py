@@ -13,7 +13,7 @@ stored captions are.
 
 import json
 
-from stages.agents.base import (
+from vidprep.stages.agents.base import (
     Agent,
     Trace,
     answer_schema,
@@ -21,7 +21,7 @@ from stages.agents.base import (
     load_prompt,
     question_text,
 )
-from stages.base import check_range, evenly_spaced
+from vidprep.stages.base import check_range, evenly_spaced
 
 PLAN_SCHEMA = {"type": "object", "properties": {"plan": {"type": "string"}}, "required": ["plan"],
                "additionalProperties": False}

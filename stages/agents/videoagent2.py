@@ -6,7 +6,7 @@ each step. Phase 4 runs the plan's first tool call and adds its result, with the
 confidence, to memory. After `max_steps` tool calls the answer is forced.
 """
 
-from stages.agents.base import (
+from vidprep.stages.agents.base import (
     Agent,
     Trace,
     answer_schema,
@@ -14,7 +14,7 @@ from stages.agents.base import (
     load_prompt,
     question_text,
 )
-from stages.base import check_range
+from vidprep.stages.base import check_range
 
 TOOLS = ["search_frames", "segment_captions", "transcript", "visual_question"]
 PLAN_SCHEMA = {

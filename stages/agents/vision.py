@@ -7,8 +7,8 @@ the segments around them), LLoVi-style; a vision-language model instead sees the
 
 import functools
 
-from stages.describers import PROMPTS as DESCRIBER_PROMPTS
-from stages.llm import LLMClient, image_part
+from vidprep.stages.describers import PROMPTS as DESCRIBER_PROMPTS
+from vidprep.stages.llm import LLMClient, image_part
 
 
 class StoredDescriptions:
