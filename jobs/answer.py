@@ -1,22 +1,34 @@
-"""`vidprep answer method=... dataset=... [overrides]`: answer a dataset's questions from the store."""
+"""vidprep answer: answer a dataset's questions with a method, from the store.
 
+Runs as a Hydra job: `--multirun` sweeps comma-separated overrides (method=videoagent2,caviar).
+"""
+
+import argparse
+import sys
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
+from vidprep.jobs.config import add_overrides, hydra_job_argv
 from vidprep.jobs.errors import finish, user_errors
-from vidprep.jobs.serve_llm import ensure_local_llm
-from vidprep.pipeline.answer import answer
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_overrides(parser, multirun=True)
+
+
+def run(args: argparse.Namespace) -> None:
+    sys.argv = hydra_job_argv("answer", args)
+    job()
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base=None)
-def main(cfg: DictConfig) -> None:
+def job(cfg: DictConfig) -> None:
+    from vidprep.jobs.serve_llm import ensure_local_llm
+    from vidprep.pipeline.answer import answer
+
     with user_errors():
         ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
         summary = answer(cfg)
     finish(summary.lines(), summary.failed)
-
-
-if __name__ == "__main__":
-    main()

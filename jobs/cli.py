@@ -1,32 +1,48 @@
-"""The `vidprep` command: `vidprep COMMAND [args] [Hydra overrides]`."""
+# PYTHON_ARGCOMPLETE_OK
+"""vidprep: precompute a video once, reason about it many times.
 
+One parser with a subcommand per module of `vidprep.jobs`: the module's docstring is the command's
+help, its `add_arguments(parser)` declares the options and `run(args)` does the work. Arguments of
+the form key=value (and +key=value, ~key) are Hydra overrides of the config in `vidprep/conf`.
+"""
+
+import argparse
 import importlib
 import os
 import sys
 
+from vidprep.jobs import errors
+
+# Command -> (module of vidprep.jobs, one line for `vidprep --help`).
 COMMANDS = {
-    "precompute": ("vidprep.jobs.precompute", "precompute a dataset's artifacts into the store (Hydra job)"),
-    "import-captions": ("vidprep.jobs.import_captions", "[--format F PATH]: published captions as a captions-only store"),
-    "answer": ("vidprep.jobs.answer", "answer a dataset's questions with a method (Hydra job)"),
-    "evaluate": ("vidprep.jobs.evaluate", "[run=KEY]: scores of the answer runs in the store"),
-    "report": ("vidprep.jobs.report", "[RUN ...] [--serve]: a static HTML report of answer runs"),
-    "search": ("vidprep.jobs.search", 'VIDEO_OR_ALL "text": top frames for a text query'),
-    "sample": ("vidprep.jobs.sample", "[FOLDER]: write the built-in sample videos"),
-    "bench": ("vidprep.jobs.bench", "measure what the cache saves (ratios against same-run baselines)"),
-    "serve-llm": ("vidprep.jobs.serve_llm", "run the embedded llama.cpp server with the shipped SmolLM2"),
-    "show": ("vidprep.jobs.show", "VIDEO_ID_OR_PATH: print a video's artifacts"),
+    "precompute": ("precompute", "precompute every stage of a dataset into the store (Hydra job)"),
+    "import-captions": ("import_captions", "published captions as a captions-only store"),
+    "answer": ("answer", "answer a dataset's questions with a method (Hydra job)"),
+    "evaluate": ("evaluate", "scores of the answer runs in the store"),
+    "report": ("report", "a static HTML report of answer runs"),
+    "search": ("search", "top frames for a text query"),
+    "show": ("show", "print a video's artifacts"),
+    "sample": ("sample", "write the built-in sample videos"),
+    "bench": ("bench", "measure what the cache saves (ratios against same-run baselines)"),
+    "serve-llm": ("serve_llm", "run the embedded llama.cpp server with the shipped SmolLM2"),
 }
 
 
-def quoted_for_hydra(argument: str) -> str:
-    """`key=value` with the value in double quotes where Hydra's override grammar would refuse it bare
-    (spaces, non-ASCII letters: a folder named "My Videos" or "Видео"); anything else unchanged."""
-    key, sep, value = argument.partition("=")
-    if not sep or key.startswith("-") or not value or value[0] in "'\"[{" or '"' in value or "${" in value:
-        return argument
-    if value.isascii() and not any(ch.isspace() for ch in value):
-        return argument
-    return f'{key}="{value}"'
+def parser(command: str | None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """The whole command line; only the named command's module is imported (help and completion stay fast)."""
+    top = argparse.ArgumentParser(prog="vidprep", description=__doc__.split("\n\n")[0])
+    commands = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = None
+    for name, (module_name, summary) in COMMANDS.items():
+        sub = commands.add_parser(name, help=summary, description=summary,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name == command:
+            module = importlib.import_module(f"vidprep.jobs.{module_name}")
+            sub.description = module.__doc__
+            module.add_arguments(sub)
+            sub.set_defaults(run=module.run)
+            chosen = sub
+    return top, chosen
 
 
 def main() -> None:
@@ -35,17 +51,20 @@ def main() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     # A model load is not progress the user waits on; its bars would bury a one-line error.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
-        print("usage: vidprep COMMAND [args] [overrides]\n")
-        for name, (_, help_text) in COMMANDS.items():
-            print(f"  {name:<16} {help_text}")
-        sys.exit(0 if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help") else 2)
-    name = sys.argv.pop(1)
-    sys.argv = [f"vidprep {name}"] + [quoted_for_hydra(a) for a in sys.argv[1:]]
-    from vidprep.jobs import errors
+    completing = "_ARGCOMPLETE" in os.environ
+    words = os.environ.get("COMP_LINE", "").split()[1:] if completing else sys.argv[1:]
+    command = words[0] if words and words[0] in COMMANDS else None
+    top, chosen = parser(command)
+    if completing:
+        import argcomplete
 
+        argcomplete.autocomplete(top)
+    if chosen is None:
+        top.parse_args()  # help (exit 0), or a missing or unknown command (exit 2)
+    # Intermixed: options may stand between positionals and overrides (`search all "a cat" -k 2 store.uri=...`).
+    args = chosen.parse_intermixed_args(sys.argv[2:])
     with errors.user_errors():
-        importlib.import_module(COMMANDS[name][0]).main()
+        args.run(args)
     if errors.jobs_with_failures:
         sys.exit(errors.EXIT_FAILURES)
 

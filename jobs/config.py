@@ -1,13 +1,60 @@
-"""Loading the Hydra config outside a Hydra job (for query commands such as `vidprep search`)."""
+"""The Hydra config: composed for commands, its groups listed for help and shell completion, and
+overrides taken from the command line."""
 
+import argparse
 from pathlib import Path
-
-from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
-def load_config(overrides: list[str]) -> DictConfig:
+def load_config(overrides: list[str]):
+    from hydra import compose, initialize_config_dir
+
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         return compose(config_name="config", overrides=overrides)
+
+
+def config_groups() -> dict[str, list[str]]:
+    """Each config group (`method`, `dataset`, ...) and its options, as `group=option` takes them."""
+    return {folder.name: sorted(p.stem for p in folder.glob("*.yaml"))
+            for folder in sorted(CONF_DIR.iterdir()) if folder.is_dir() and folder.name != "hydra"}
+
+
+def quoted_for_hydra(argument: str) -> str:
+    """`key=value` with the value in double quotes where Hydra's override grammar would refuse it bare
+    (spaces, non-ASCII letters: a folder named "My Videos" or "Видео"); anything else unchanged."""
+    key, sep, value = argument.partition("=")
+    if not sep or key.startswith("-") or not value or value[0] in "'\"[{" or '"' in value or "${" in value:
+        return argument
+    if value.isascii() and not any(ch.isspace() for ch in value):
+        return argument
+    return f'{key}="{value}"'
+
+
+def complete_override(prefix: str, **_) -> list[str]:
+    """Shell completion of an override: a config group's options after `group=`, else the groups."""
+    groups = config_groups()
+    key, sep, value = prefix.partition("=")
+    if sep:
+        return [f"{key}={option}" for option in groups.get(key.lstrip("+~"), []) if option.startswith(value)]
+    return [f"{group}=" for group in groups if group.startswith(prefix)]
+
+
+def add_overrides(parser: argparse.ArgumentParser, multirun: bool = False) -> None:
+    """The `KEY=VALUE ...` overrides every command takes (and `--multirun` for Hydra jobs)."""
+    if multirun:
+        parser.add_argument("-m", "--multirun", action="store_true",
+                            help="a Hydra sweep: one job per combination of comma-separated values")
+    groups = "; ".join(f"{group}: {', '.join(options)}" for group, options in config_groups().items())
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", type=quoted_for_hydra,
+                        help=f"Hydra overrides, e.g. method=caviar stages.frames.fps=2 (config groups: {groups})"
+                        ).completer = complete_override
+
+
+def hydra_job_argv(command: str, args: argparse.Namespace, extra: tuple[str, ...] = ()) -> list[str]:
+    """The command line a Hydra job parses. A single run's overrides are composed here first, so a bad
+    one is a one-line user error like any other command's."""
+    overrides = [*args.overrides, *extra]
+    if not args.multirun:
+        load_config(overrides)
+    return [f"vidprep {command}", *(["--multirun"] if args.multirun else []), *overrides]

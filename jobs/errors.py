@@ -42,7 +42,9 @@ def _exit(error: Exception) -> None:
     if isinstance(error, MissingMandatoryValue):
         message = f"{error.full_key} is not set: give it on the command line ({error.full_key}=...)"
     else:
-        message = str(error)
+        # One line: Hydra's messages list the options of a group on lines of their own.
+        first, *rest = [line.strip() for line in str(error).splitlines() if line.strip()] or [repr(error)]
+        message = first + (f" ({' '.join(rest)})" if rest else "")
     print(f"error: {message}", file=sys.stderr)
     sys.exit(EXIT_USER_ERROR)
 

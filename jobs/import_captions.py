@@ -1,5 +1,5 @@
-"""`vidprep import-captions [--format F PATH] [overrides]`: load published captions as a store's
-frame captions and derive segment captions, caption embeddings and summaries from them.
+"""vidprep import-captions [--format F] [PATH]: load published captions as a store's frame captions and
+derive segment captions, caption embeddings and summaries from them.
 
 Without PATH the dataset says where its captions are (dataset=nextqa_dev); with PATH the videos
 are known by name only (dataset=captions) unless a dataset is given too.
@@ -8,36 +8,33 @@ are known by name only (dataset=captions) unless a dataset is given too.
 import argparse
 from pathlib import Path
 
-from vidprep.jobs.config import load_config
-from vidprep.jobs.errors import finish, user_errors
+from vidprep.jobs.config import add_overrides, load_config, quoted_for_hydra
+from vidprep.jobs.errors import finish
 from vidprep.jobs.serve_llm import ensure_local_llm
 from vidprep.pipeline.imported import import_captions
 from vidprep.stages.imported import FORMATS
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="vidprep import-captions", description=__doc__,
-                                     epilog="Further arguments are Hydra overrides, e.g. dataset=nextqa_dev")
-    parser.add_argument("path", nargs="?", help="caption folder or file")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", nargs="?", help="caption folder or file (default: the dataset's, e.g. dataset=nextqa_dev)")
     parser.add_argument("--format", choices=FORMATS, help="videoagent ({video}_cap.json), llovi ({uid: [...]}), "
                                                           "jsonl ({video, t, caption} lines)")
-    args, overrides = parser.parse_known_args()
-    if args.path and "=" in args.path:
+    add_overrides(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    overrides = list(args.overrides)
+    if args.path and "=" in args.path:  # no path given: the first override took its place
         overrides.insert(0, args.path)
         args.path = None
     if args.path:
         if not any(o.startswith("dataset=") for o in overrides):
             overrides.insert(0, "dataset=captions")
-        overrides.append(f"dataset.captions.path={Path(args.path).resolve()}")
+        overrides.append(quoted_for_hydra(f"dataset.captions.path={Path(args.path).resolve()}"))
     if args.format:
         overrides.append(f"dataset.captions.format={args.format}")
-    with user_errors():
-        cfg = load_config(overrides)
-        if "summary" in cfg.stages:
-            ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
-        summary = import_captions(cfg)
+    cfg = load_config(overrides)
+    if "summary" in cfg.stages:
+        ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
+    summary = import_captions(cfg)
     finish(summary.lines(), summary.failed)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,19 +1,36 @@
-"""`vidprep precompute [overrides]`: precompute every stage of a dataset into the store."""
+"""vidprep precompute: precompute every stage of a dataset into the store.
 
+Runs as a Hydra job: `--multirun` sweeps comma-separated overrides (stages.frames.fps=0.5,1,2).
+"""
+
+import argparse
 import sys
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
+from vidprep.jobs.config import add_overrides, hydra_job_argv
 from vidprep.jobs.errors import finish, user_errors
-from vidprep.jobs.sample import make_sample
-from vidprep.jobs.serve_llm import ensure_local_llm
-from vidprep.pipeline.precompute import precompute
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--recursive", action="store_true",
+                        help="take the videos in sub-folders of a folder manifest too (dataset.recursive=true)")
+    add_overrides(parser, multirun=True)
+
+
+def run(args: argparse.Namespace) -> None:
+    sys.argv = hydra_job_argv("precompute", args, ("++dataset.recursive=true",) if args.recursive else ())
+    job()
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base=None)
-def run(cfg: DictConfig) -> None:
+def job(cfg: DictConfig) -> None:
+    from vidprep.jobs.sample import make_sample
+    from vidprep.jobs.serve_llm import ensure_local_llm
+    from vidprep.pipeline.precompute import precompute
+
     with user_errors():
         if cfg.dataset.make_sample:
             make_sample(cfg.dataset.manifest)
@@ -21,14 +38,3 @@ def run(cfg: DictConfig) -> None:
             ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
         summary = precompute(cfg)
     finish(summary.lines(), summary.failed)
-
-
-def main() -> None:
-    # `--recursive`, the flag users know, is the override dataset.recursive=true.
-    if "--recursive" in sys.argv:
-        sys.argv = [a for a in sys.argv if a != "--recursive"] + ["++dataset.recursive=true"]
-    run()
-
-
-if __name__ == "__main__":
-    main()

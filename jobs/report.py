@@ -1,5 +1,4 @@
-"""`vidprep report [RUN_KEY ...] [--out DIR] [--serve] [overrides]`: a static HTML report of answer
-runs (all in the store by default), one folder that opens from disk; --serve also serves it on
+"""vidprep report [RUN_KEY ...] [--out DIR] [--serve]: a static HTML report of answer runs (all in the store by default), one folder that opens from disk; --serve also serves it on
 127.0.0.1."""
 
 import argparse
@@ -7,8 +6,7 @@ import functools
 import http.server
 from pathlib import Path
 
-from vidprep.jobs.config import load_config
-from vidprep.jobs.errors import user_errors
+from vidprep.jobs.config import add_overrides, load_config
 from vidprep.pipeline.precompute import StoreSettings
 from vidprep.pipeline.report import ReportWriter
 
@@ -20,23 +18,19 @@ def serve(folder: Path, port: int) -> None:
         server.serve_forever()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="vidprep report", description=__doc__)
-    parser.add_argument("runs", nargs="*", help="answer run keys (default: every run in the store)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", action="append", default=[], metavar="KEY",
+                        help="an answer run's key (repeatable; default: every run in the store)")
     parser.add_argument("--out", help="report folder (default: DATA_DIR/report)")
     parser.add_argument("--serve", action="store_true", help="serve the report on 127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    args, overrides = parser.parse_known_args()
-    overrides += [r for r in args.runs if "=" in r]
-    runs = [r for r in args.runs if "=" not in r]
-    with user_errors():
-        cfg = load_config(overrides)
-        out = Path(args.out or Path(cfg.data_dir) / "report")
-        index = ReportWriter(StoreSettings.from_config(cfg.store).open(), out).write(runs)
+    add_overrides(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    cfg = load_config(args.overrides)
+    out = Path(args.out or Path(cfg.data_dir) / "report")
+    index = ReportWriter(StoreSettings.from_config(cfg.store).open(), out).write(args.run)
     print(f"report: {index}")
     if args.serve:
         serve(out, args.port)
-
-
-if __name__ == "__main__":
-    main()

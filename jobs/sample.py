@@ -5,7 +5,9 @@ audio, one is a very short clip, one is corrupt, and one is a byte-identical cop
 name. `scenes.json` beside the videos is the ground truth.
 """
 
+import argparse
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -146,10 +148,11 @@ def make_sample(folder: str | Path) -> Path:
     return folder
 
 
-def main() -> None:
-    import os
-    import sys
-
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     # The same default place as the sample dataset's config (data_dir/sample).
-    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.environ.get("VIDPREP_DATA", "vidprep-data"), "sample")
-    print(f"sample videos in {make_sample(folder)}")
+    parser.add_argument("folder", nargs="?", default=os.path.join(os.environ.get("VIDPREP_DATA", "vidprep-data"), "sample"),
+                        help="where to write the videos (default: $VIDPREP_DATA/sample, else vidprep-data/sample)")
+
+
+def run(args: argparse.Namespace) -> None:
+    print(f"sample videos in {make_sample(args.folder)}")

@@ -1,10 +1,9 @@
-"""`vidprep search VIDEO_OR_ALL "text" [overrides]`: the frames that best match a text query."""
+"""vidprep search VIDEO_OR_ALL TEXT: the frames that best match a text query."""
 
 import argparse
 import os
 
-from vidprep.jobs.config import load_config
-from vidprep.jobs.errors import user_errors
+from vidprep.jobs.config import add_overrides, load_config
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import StoreSettings
 from vidprep.store.keys import content_id
@@ -31,16 +30,16 @@ def resolve_video(store: Store, video: str) -> str | None:
     return found.pop()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="vidprep search", description=__doc__)
-    parser.add_argument("video", help="video id, dataset name, file path, or 'all'")
-    parser.add_argument("text")
-    parser.add_argument("-k", type=int, default=5)
-    parser.epilog = "Any further arguments are Hydra overrides, e.g. stages.frames.fps=2"
-    args, overrides = parser.parse_known_args()
-    cfg = load_config(overrides)
-    with user_errors():
-        plan = build_plan(cfg.stages)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("video", help="video id, manifest id or name, file name or path, or 'all'")
+    parser.add_argument("text", help="what to look for")
+    parser.add_argument("-k", type=int, default=5, help="frames to print (default 5)")
+    add_overrides(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    cfg = load_config(args.overrides)
+    plan = build_plan(cfg.stages)
     stage = plan.stages["frame_embeddings"]
     store = StoreSettings.from_config(cfg.store).open()
     names = {row["video_id"]: row["name"] for row in store.videos()}
@@ -52,7 +51,3 @@ def main() -> None:
     for hit in hits:
         print(f"{names.get(hit.video_id, hit.video_id):<20} t={hit.timestamp:8.2f}s  score={hit.score:.3f}  "
               f"{hit.description or ''}")
-
-
-if __name__ == "__main__":
-    main()

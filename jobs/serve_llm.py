@@ -1,9 +1,10 @@
-"""`vidprep serve-llm [overrides]`: llama.cpp's OpenAI-compatible server with the shipped SmolLM2.
+"""vidprep serve-llm: llama.cpp's OpenAI-compatible server with the shipped SmolLM2.
 
 Jobs whose config says `llm=local` call `ensure_local_llm`, which starts the server in the
 background when nothing answers on its port yet, and leaves it running for the next job.
 """
 
+import argparse
 import importlib.util
 import socket
 import subprocess
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from vidprep.jobs.config import load_config
+from vidprep.jobs.config import add_overrides, load_config
+from vidprep.stages.base import ConfigError
 
 
 def shipped_smollm2() -> str:
@@ -69,16 +71,16 @@ def ensure_local_llm(llm: DictConfig, log: Path | None = None) -> subprocess.Pop
     return process if process.poll() is None else None
 
 
-def main() -> None:
-    cfg = load_config(sys.argv[1:])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_overrides(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    cfg = load_config(args.overrides)
     if not cfg.llm.server:
-        raise SystemExit("error: this llm config has no local server (use llm=local)")
+        raise ConfigError("this llm config has no local server (use llm=local)")
     if is_serving(cfg.llm.server):
-        raise SystemExit(f"an LLM server already answers on {cfg.llm.server.host}:{cfg.llm.server.port}")
+        raise ConfigError(f"an LLM server already answers on {cfg.llm.server.host}:{cfg.llm.server.port}")
     command = server_command(cfg.llm.server, cfg.llm.client.model)
     print("serving:", " ".join(command), flush=True)
     raise SystemExit(subprocess.call(command))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,25 +1,24 @@
-"""`vidprep show VIDEO_ID_OR_PATH [overrides]`: a video's metadata, caption timeline, transcript,
-summary, and which stage keys it has in the store."""
+"""vidprep show VIDEO: a video's metadata, caption timeline, transcript, summary, the stage keys it
+has in the store and why stages failed that have not completed since."""
 
 import argparse
 import json
 
-from vidprep.jobs.config import load_config
-from vidprep.jobs.errors import user_errors
+from vidprep.jobs.config import add_overrides, load_config
 from vidprep.jobs.search import resolve_video
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import StoreSettings
 from vidprep.store.store import ArtifactMissing
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="vidprep show", description=__doc__,
-                                     epilog="Any further arguments are Hydra overrides.")
-    parser.add_argument("video", help="video id, dataset name or file path")
-    args, overrides = parser.parse_known_args()
-    cfg = load_config(overrides)
-    with user_errors():
-        keys = build_plan(cfg.stages).keys
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("video", help="video id, manifest id or name, file name or path")
+    add_overrides(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    cfg = load_config(args.overrides)
+    keys = build_plan(cfg.stages).keys
     store = StoreSettings.from_config(cfg.store).open()
     video_id = resolve_video(store, args.video)
     if video_id is None:
@@ -62,7 +61,3 @@ def _transcript(transcript) -> list[str]:
     if not transcript.segments:
         return [f"  (empty: {transcript.detail})"]
     return [f"  [{s.start:6.1f}-{s.end:6.1f}s] ({s.language}) {s.text}" for s in transcript.segments]
-
-
-if __name__ == "__main__":
-    main()

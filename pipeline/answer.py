@@ -118,7 +118,7 @@ class AnswerSummary:
         return [f"run {self.run_key} ({self.method}): {self.questions} questions, {self.answered} answered now, "
                 f"{self.skipped} already answered, {self.invalid} invalid, {self.failed} failed; "
                 f"LLM calls: {self.llm_calls}; wall time {self.wall_seconds:.1f} s",
-                f"scores: vidprep evaluate run={self.run_key}"]
+                f"scores: vidprep evaluate --run {self.run_key}"]
 
 
 def answer(cfg: DictConfig) -> AnswerSummary:

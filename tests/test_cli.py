@@ -1,15 +1,22 @@
 """The `vidprep` command as a user runs it."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from vidprep.jobs.cli import COMMANDS
 from vidprep.pipeline.plan import build_plan
 
 
-def vidprep(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", *args], capture_output=True, text=True, timeout=300)
+# The console script `pip install` made, as a user runs it.
+VIDPREP = str(Path(sys.executable).with_name("vidprep"))
+
+
+def vidprep(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([VIDPREP, *args], capture_output=True, text=True, timeout=300, env=os.environ | env)
 
 
 def test_search_prints_the_cat_scene_first(precomputed):
@@ -38,7 +45,33 @@ def test_bad_config_value_is_a_clear_error(tmp_path, sample_dir):
 
 def test_unknown_command_prints_usage():
     done = vidprep("precompte")
-    assert done.returncode == 2 and "precompute" in done.stdout
+    assert done.returncode == 2 and "invalid choice: 'precompte'" in done.stderr and "precompute" in done.stderr
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_has_help_with_its_own_options(command):
+    done = vidprep(command, "--help")
+    assert done.returncode == 0 and done.stdout.startswith(f"usage: vidprep {command} "), done.stderr
+    words = " ".join(done.stdout.split())
+    if command != "sample":
+        assert "KEY=VALUE" in words and "method: caviar, llovi, random, traveler, videoagent2" in words
+    assert not list(Path.cwd().glob("--help")), "a command took --help for a folder name"
+
+
+@pytest.mark.parametrize("line,expected", [
+    ("vidprep answer method=", {"method=caviar", "method=llovi", "method=random", "method=traveler",
+                                "method=videoagent2"}),
+    ("vidprep answer method=tr", {"method=traveler"}),
+    ("vidprep precompute data", {"dataset="}),
+    ("vidprep sea", {"search"}),
+])
+def test_shell_completion_lists_commands_and_config_options(tmp_path, line, expected):
+    # argcomplete's protocol, as bash's completion function drives it (`eval "$(register-python-argcomplete vidprep)"`).
+    out = tmp_path / "completions"
+    done = vidprep(_ARGCOMPLETE="1", _ARGCOMPLETE_IFS="\n", COMP_LINE=line, COMP_POINT=str(len(line)),
+                   _ARGCOMPLETE_STDOUT_FILENAME=str(out))
+    assert done.returncode == 0, done.stderr
+    assert {word.strip() for word in out.read_text().splitlines()} == expected
 
 
 def test_keys_are_stable_across_processes(precomputed):

@@ -82,7 +82,7 @@ def test_model_text_is_shown_as_text_never_run(tmp_path, reported):
 
 def test_report_command_writes_the_folder(tmp_path, reported):
     root, _, rows = reported
-    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "report", rows[0]["run_key"], "--out",
+    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "report", "--run", rows[0]["run_key"], "--out",
                            str(tmp_path / "site"), f"store.uri={root / 'db'}"], capture_output=True, text=True,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
