@@ -7,7 +7,6 @@ re-run answers only what is missing and a sweep reuses the same indexes.
 """
 
 import dataclasses
-import hashlib
 import json
 import os
 import time
@@ -19,33 +18,35 @@ from omegaconf import DictConfig, OmegaConf
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import StoreSettings, init_ray
 from vidprep.pipeline.questions import Question, first_per_type
-from vidprep.stages.agents.base import PROMPTS
 from vidprep.stages.agents.tools import VideoTools
 from vidprep.stages.llm import api_keys, check_endpoints
+from vidprep.stages.prompt import is_prompt, prompt_hash
 from vidprep.stages.base import check_range
 from vidprep.store.keys import stage_key
 from vidprep.store.store import ArtifactMissing, utcnow
 
 
 def _prompt_hashes(config) -> dict[str, str]:
-    """A hash of every prompt file a method config names, so an edited prompt is a new run key."""
+    """A hash of every prompt file a config names, so an edited prompt is a new run key."""
     found = {}
     for value in (config.values() if isinstance(config, dict) else config):
         if isinstance(value, (dict, list)):
             found.update(_prompt_hashes(value))
-        elif isinstance(value, str) and value.endswith(".txt") and (PROMPTS / value).exists():
-            found[value] = hashlib.sha256((PROMPTS / value).read_bytes()).hexdigest()[:12]
+        elif is_prompt(value):
+            found[value] = prompt_hash(value)
     return found
 
 
 def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
     method = OmegaConf.to_container(cfg.method, resolve=True)
+    vision = OmegaConf.to_container(cfg.vision, resolve=True)
     llm = OmegaConf.to_container(cfg.llm.client, resolve=True)
     params = {
-        "method": method, "method_version": get_class(method["_target_"]).version, "prompts": _prompt_hashes(method),
+        "method": method, "method_version": get_class(method["_target_"]).version,
+        "prompts": _prompt_hashes([method, vision]),
         "llm": {k: llm.get(k) for k in ("base_url", "model", "temperature", "max_tokens", "seed",
                                          "structured_output", "max_string_chars")},
-        "vision": OmegaConf.to_container(cfg.vision, resolve=True), "dataset": cfg.dataset.name,
+        "vision": vision, "dataset": cfg.dataset.name,
     }
     return stage_key("answer", 1, params, keys)
 

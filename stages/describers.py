@@ -5,12 +5,11 @@ vision-language model (shipped models) or a real one behind the LLM layer (frame
 """
 
 import functools
-from pathlib import Path
 
 from vidprep.stages.llm import LLMClient, image_part
+from vidprep.stages.prompt import load_prompt, prompt_hash
 from vidprep.stages.vision import ImageNetClassifier, TextReader
 
-PROMPTS = Path(__file__).parent / "prompts"
 
 
 class ShippedDescriber:
@@ -69,11 +68,11 @@ class VisionLanguageDescriber:
 
     @functools.cached_property
     def instructions(self) -> str:
-        return (PROMPTS / self.prompt).read_text()
+        return load_prompt(self.prompt)
 
     @property
     def model_id(self) -> str:
-        return f"vlm({self.llm.model_id},{self.prompt})"
+        return f"vlm({self.llm.model_id},{self.prompt}@{prompt_hash(self.prompt)})"
 
     def describe(self, jpegs: list[bytes]) -> tuple[str, float]:
         content = [{"type": "text", "text": self.instructions}] + [image_part(j) for j in jpegs]

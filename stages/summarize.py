@@ -2,11 +2,10 @@
 
 import dataclasses
 import functools
-import hashlib
 from collections.abc import Iterator
 
 from vidprep.stages.base import ConfigError, Stage, runtime
-from vidprep.stages.describers import PROMPTS
+from vidprep.stages.prompt import load_prompt, prompt_hash
 
 SCHEMA = {
     "type": "object",
@@ -39,12 +38,11 @@ class SummarizeVideo(Stage):
 
     @functools.cached_property
     def _prompts(self) -> tuple[str, str]:
-        return (PROMPTS / self.prompt).read_text(), (PROMPTS / self.combine_prompt).read_text()
+        return load_prompt(self.prompt), load_prompt(self.combine_prompt)
 
     def params(self) -> dict:
-        prompts = "".join(self._prompts).encode()
         return {"model": self.llm.model_id, "prompt": self.prompt, "combine_prompt": self.combine_prompt,
-                "prompt_sha": hashlib.sha256(prompts).hexdigest()[:12], "max_input_chars": self.max_input_chars,
+                "prompt_sha": prompt_hash(self.prompt, self.combine_prompt), "max_input_chars": self.max_input_chars,
                 "temperature": self.llm.temperature, "max_tokens": self.llm.max_tokens}
 
     def _ask(self, instructions: str, text: str) -> str:

@@ -20,7 +20,7 @@ def test_the_wheel_runs_precompute_answer_and_evaluate_outside_the_source_tree(t
     wheel = next((tmp_path / "dist").glob("vidprep-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert all(n.startswith(("vidprep/", "vidprep-")) for n in names), [n for n in names if not n.startswith("vidprep")]
-    for module in ("vidprep/stages/agents/caviar.py", "vidprep/stages/agents/prompts/caviar/agent_v1.txt",
+    for module in ("vidprep/stages/agents/caviar.py", "vidprep/stages/prompts/caviar/agent_v1.txt",
                    "vidprep/conf/config.yaml", "vidprep/stages/data/imagenet_labels.txt"):
         assert module in names
 

@@ -1,15 +1,12 @@
 """What every method shares: the question as text, the answer's JSON schema per task, the trace of
 every step (prompt, reply, tool call, result, confidence, tokens, time) and the prediction."""
 
-import functools
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from vidprep.pipeline.questions import Question
 from vidprep.stages.llm import LLMClient, LLMError
 
-PROMPTS = Path(__file__).parent / "prompts"
 CONFIDENCE = {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}
 
 
@@ -67,11 +64,6 @@ def question_text(question: Question) -> str:
     else:
         lines.append("Answer in a few words.")
     return "\n".join(lines)
-
-
-@functools.lru_cache(maxsize=64)
-def load_prompt(name: str) -> str:
-    return (PROMPTS / name).read_text()
 
 
 class Trace:

@@ -8,9 +8,9 @@ from vidprep.stages.agents.base import (
     Trace,
     answer_schema,
     final_answer,
-    load_prompt,
     question_text,
 )
+from vidprep.stages.prompt import load_prompt
 
 
 class LLoVi(Agent):

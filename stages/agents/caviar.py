@@ -13,9 +13,9 @@ from vidprep.stages.agents.base import (
     Trace,
     answer_schema,
     final_answer,
-    load_prompt,
     question_text,
 )
+from vidprep.stages.prompt import load_prompt
 from vidprep.stages.agents.sandbox import Sandbox
 from vidprep.stages.base import ConfigError, check_range
 from vidprep.stages.llm import LLMClient

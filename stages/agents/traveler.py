@@ -18,9 +18,9 @@ from vidprep.stages.agents.base import (
     Trace,
     answer_schema,
     final_answer,
-    load_prompt,
     question_text,
 )
+from vidprep.stages.prompt import load_prompt
 from vidprep.stages.base import check_range, evenly_spaced
 
 PLAN_SCHEMA = {"type": "object", "properties": {"plan": {"type": "string"}}, "required": ["plan"],

@@ -11,9 +11,9 @@ from vidprep.stages.agents.base import (
     Trace,
     answer_schema,
     final_answer,
-    load_prompt,
     question_text,
 )
+from vidprep.stages.prompt import load_prompt
 from vidprep.stages.base import check_range
 
 TOOLS = ["search_frames", "segment_captions", "transcript", "visual_question"]

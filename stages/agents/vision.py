@@ -7,7 +7,7 @@ the segments around them), LLoVi-style; a vision-language model instead sees the
 
 import functools
 
-from vidprep.stages.describers import PROMPTS as DESCRIBER_PROMPTS
+from vidprep.stages.prompt import load_prompt, prompt_hash
 from vidprep.stages.llm import LLMClient, image_part
 
 
@@ -46,11 +46,11 @@ class VisionLanguageModel:
 
     @property
     def model_id(self) -> str:
-        return f"vlm({self.llm.model_id})"
+        return f"vlm({self.llm.model_id},{self.caption_prompt}@{prompt_hash(self.caption_prompt)})"
 
     @functools.cached_property
     def _caption_instructions(self) -> str:
-        return (DESCRIBER_PROMPTS / self.caption_prompt).read_text()
+        return load_prompt(self.caption_prompt)
 
     def _ask(self, text: str, frames) -> tuple[str, float]:
         content = [{"type": "text", "text": text}] + [image_part(f.jpeg) for f in frames]
