@@ -17,10 +17,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     cfg = load_config(args.overrides)
     store = StoreSettings.from_config(cfg.store).open()
-    rows = store.scan("predictions", columns=[
+    rows = store.predictions(args.run, [
         "run_key", "method", "task", "qtype", "question_json", "prediction_json", "valid", "llm_calls",
-        "prompt_tokens", "completion_tokens", "seconds"]).to_pylist()
-    runs = sorted({(r["method"], r["run_key"]) for r in rows if not args.run or r["run_key"] in args.run})
+        "prompt_tokens", "completion_tokens", "seconds"])
+    runs = sorted({(r["method"], r["run_key"]) for r in rows})
     if not runs:
         raise ArtifactMissing(f"no answer runs{' ' + ', '.join(args.run) if args.run else ''} in {store.uri}; "
                               "run `vidprep answer` first")

@@ -89,15 +89,16 @@ class AnswerWorker:
         tools = VideoTools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision)
         prediction = self.agent.answer(question, tools)
         used = self.llm.usage.since(before)
-        self.store.upsert("predictions", [{
-            "row_id": f"{self.key}/{question.qid}", "run_key": self.key, "qid": question.qid,
+        self.store.record_prediction({
+            "run_key": self.key, "qid": question.qid,
             "video_id": row["video_id"], "method": self.agent.name, "task": question.task, "qtype": question.qtype,
             "question_json": row["question_json"], "prediction_json": json.dumps(prediction.answer),
             "valid": prediction.valid, "error": prediction.error,
             "trace_json": json.dumps(prediction.trace, ensure_ascii=False, default=str),
             "visited": tools.visited, "llm_calls": used.calls, "cache_hits": used.cache_hits,
-            "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens, "seconds": time.monotonic() - started, "created_at": utcnow(),
-        }])
+            "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens,
+            "seconds": time.monotonic() - started,
+        })
         return {"qid": question.qid, "valid": prediction.valid, "failed": is_failure(prediction.error),
                 "llm_calls": used.calls}
 
@@ -141,7 +142,7 @@ def answer(cfg: DictConfig) -> AnswerSummary:
     key = run_key(cfg, plan.keys)
     # A question whose LLM calls failed past the retry budget is asked again; any other outcome,
     # an invalid answer included, is the method's result for this run key.
-    done = store.scan("predictions", f"run_key = '{key}'", ["qid", "error"]).to_pylist()
+    done = store.predictions([key], ["qid", "error"])
     answered = {r["qid"] for r in done if not is_failure(r["error"])}
     pending = [{"question_json": json.dumps(q.to_dict()), "video_id": ids[q.video]}
                for q in questions if q.qid not in answered]

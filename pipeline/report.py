@@ -197,8 +197,7 @@ class ReportWriter:
         return _page(f"video {video['name'] or video_id}", "".join(sections), depth=1)
 
     def write(self, run_keys: list[str] | None = None) -> Path:
-        rows = self.store.scan("predictions").to_pylist()
-        rows = [r for r in rows if not run_keys or r["run_key"] in run_keys]
+        rows = self.store.predictions(run_keys or ())
         if not rows:
             raise ArtifactMissing(f"no predictions{' for ' + ', '.join(run_keys) if run_keys else ''} in "
                                   f"{self.store.uri}; run `vidprep answer` first")

@@ -239,6 +239,17 @@ class Store:
             "completion_tokens": completion_tokens, "created_at": utcnow(),
         }])
 
+    # -- predictions ---------------------------------------------------------------------------------
+
+    def record_prediction(self, row: dict) -> None:
+        """One question's prediction in an answer run; a re-run of the question replaces it."""
+        self.upsert("predictions", [dict(row, row_id=f"{row['run_key']}/{row['qid']}", created_at=utcnow())])
+
+    def predictions(self, run_keys: Iterable[str] = (), columns: list[str] | None = None) -> list[dict]:
+        """The predictions of these answer runs (all runs when none are named)."""
+        run_keys = list(run_keys)
+        return self.scan("predictions", _in("run_key", run_keys) if run_keys else None, columns).to_pylist()
+
     # -- read API for agents --------------------------------------------------------------------
 
     def _require_done(self, video_id: str, key: str) -> None:
