@@ -26,10 +26,11 @@ from vidprep.jobs.sample import make_sample
 from vidprep.jobs.serve_llm import ensure_local_llm
 from vidprep.pipeline.executor import run_stage
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.precompute import StoreSettings, precompute
+from vidprep.pipeline.precompute import precompute
+from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.questions import jsonl
 from vidprep.stages.agents.tools import VideoTools
-from vidprep.stages.base import ConfigError
+from vidprep.conf.checks import ConfigError
 from vidprep.stages.probe import ProbeVideo
 from vidprep.store import schema
 from vidprep.store.store import SegmentCaption, Store, Transcript, TranscriptSegment

@@ -12,7 +12,7 @@ from hydra.errors import (
 from omegaconf.errors import MissingMandatoryValue
 
 from vidprep.pipeline.manifest import ManifestError
-from vidprep.stages.base import ConfigError
+from vidprep.conf.checks import ConfigError
 from vidprep.stages.llm import EndpointUnreachable
 from vidprep.store.store import ArtifactMissing
 

@@ -4,7 +4,7 @@ question type, mIoU and R@0.3/0.5, token F1, invalid answers counted apart, and 
 import argparse
 
 from vidprep.jobs.config import add_overrides, load_config
-from vidprep.pipeline.precompute import StoreSettings
+from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.scoring import format_report, report
 from vidprep.store.store import ArtifactMissing
 

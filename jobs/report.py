@@ -7,7 +7,7 @@ import http.server
 from pathlib import Path
 
 from vidprep.jobs.config import add_overrides, load_config
-from vidprep.pipeline.precompute import StoreSettings
+from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.report import ReportWriter
 
 

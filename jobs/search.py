@@ -5,7 +5,7 @@ import os
 
 from vidprep.jobs.config import add_overrides, load_config
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.precompute import StoreSettings
+from vidprep.store.settings import StoreSettings
 from vidprep.store.keys import content_id
 from vidprep.store.store import ArtifactMissing, Store
 

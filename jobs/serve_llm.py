@@ -16,7 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from vidprep.jobs.config import add_overrides, load_config
-from vidprep.stages.base import ConfigError
+from vidprep.conf.checks import ConfigError
 
 
 def shipped_smollm2() -> str:

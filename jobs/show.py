@@ -7,7 +7,7 @@ import json
 from vidprep.jobs.config import add_overrides, load_config
 from vidprep.jobs.search import resolve_video
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.precompute import StoreSettings
+from vidprep.store.settings import StoreSettings
 from vidprep.store.store import ArtifactMissing
 
 

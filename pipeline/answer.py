@@ -16,12 +16,14 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.precompute import StoreSettings, init_ray
-from vidprep.pipeline.questions import Question, first_per_type
+from vidprep.pipeline.runner import init_ray
+from vidprep.store.settings import StoreSettings
+from vidprep.pipeline.questions import first_per_type
+from vidprep.stages.agents.base import Question
 from vidprep.stages.agents.tools import VideoTools
 from vidprep.stages.llm import api_keys, check_endpoints
 from vidprep.stages.prompt import is_prompt, prompt_hash
-from vidprep.stages.base import check_range
+from vidprep.conf.checks import check_range
 from vidprep.store.keys import stage_key
 from vidprep.store.store import ArtifactMissing, utcnow
 

@@ -14,15 +14,10 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.precompute import (
-    StoreSettings,
-    Summary,
-    new_run_id,
-    register_plan,
-    run_stages,
-)
-from vidprep.stages.base import ConfigError
+from vidprep.pipeline.precompute import Summary, new_run_id, register_plan, run_stages
+from vidprep.conf.checks import ConfigError
 from vidprep.stages.imported import ImportedCaptions
+from vidprep.store.settings import StoreSettings
 from vidprep.store.store import utcnow
 
 CAPTIONS_ONLY = "captions-only"

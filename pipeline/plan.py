@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from vidprep.stages.base import ConfigError, Stage, check_types
+from vidprep.conf.checks import ConfigError, check_types
+
+from vidprep.stages.base import Stage
 from vidprep.stages.probe import ProbeVideo
 
 

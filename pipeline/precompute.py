@@ -1,54 +1,26 @@
-"""The precompute plan on Ray Data: manifest -> identify -> one map per stage -> store.
+"""The precompute plan on Ray Data: manifest -> identify -> one map per stage (pipeline/runner.py) -> store.
 
-Stateless stages run as Ray tasks; stages that hold a model run in an actor pool so the model loads
-once per worker. Workers write straight to the store; only small per-video records travel back.
+Workers write straight to the store; only small per-video records travel back, and become the run's
+summary.
 """
 
 import dataclasses
-import functools
 import json
-import logging
-import os
 import time
 import uuid
 
 import ray
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from vidprep.pipeline.executor import describe_error, run_stage
+from vidprep.pipeline.executor import describe_error
 from vidprep.pipeline.manifest import read_manifest
-from vidprep.pipeline.plan import Plan, build_plan, build_stage
-from vidprep.stages.base import ConfigError, check_range
-from vidprep.stages.llm import PROCESS_USAGE, api_keys, check_endpoints
+from vidprep.pipeline.plan import Plan, build_plan
+from vidprep.pipeline.runner import init_ray, stage_maps
+from vidprep.conf.checks import ConfigError
+from vidprep.stages.llm import check_endpoints
 from vidprep.stages.media import file_info
+from vidprep.store.settings import StoreSettings
 from vidprep.store.store import Store, utcnow
-
-
-@dataclasses.dataclass(frozen=True)
-class StoreSettings:
-    uri: str
-    storage_options: tuple = ()
-    ann_min_rows: int = 100_000
-
-    @classmethod
-    def from_config(cls, cfg: DictConfig) -> "StoreSettings":
-        options = OmegaConf.to_container(cfg.storage_options, resolve=True) if cfg.storage_options else {}
-        # LanceDB takes string options only; an unset optional one (e.g. no custom endpoint) is left out.
-        present = {k: str(v) for k, v in options.items() if v is not None}
-        check_range("store.ann_min_rows", cfg.ann_min_rows, 1)
-        return cls(str(cfg.uri), tuple(sorted(present.items())), int(cfg.ann_min_rows))
-
-    def open(self) -> Store:
-        return _open_store(self)
-
-
-@functools.lru_cache(maxsize=4)
-def _open_store(settings: StoreSettings) -> Store:
-    return Store(settings.uri, dict(settings.storage_options), settings.ann_min_rows)
-
-
-def _node_id() -> str:
-    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
 
 def identify(entry: dict, settings: StoreSettings, probe_config: dict, probe_key: str,
@@ -70,102 +42,6 @@ def identify(entry: dict, settings: StoreSettings, probe_config: dict, probe_key
     if fingerprint:
         store.record_source(entry["path"], *fingerprint, record["video_id"], probe_key, record["error"])
     return record
-
-
-def _run_one(store: Store, stage, name: str, plan_keys: dict, upstream_keys: dict, record: dict,
-             run_id: str) -> dict:
-    record = dict(record, **{f"rows__{name}": -1, f"llm_calls__{name}": 0})
-    if record["failed_stage"]:
-        return record
-    calls_before = PROCESS_USAGE.calls
-    try:
-        record[f"rows__{name}"] = run_stage(store, stage, plan_keys[name], upstream_keys, record,
-                                            run_id, _node_id())
-    except Exception as error:  # noqa: BLE001 - recorded, then the run goes on
-        record.update(failed_stage=name, error=describe_error(error), **{f"rows__{name}": 0})
-        store.record_failure(record["video_id"], record["source_path"], name, plan_keys[name],
-                             record["error"], run_id)
-    record[f"llm_calls__{name}"] = PROCESS_USAGE.calls - calls_before
-    return record
-
-
-def run_stateless(record: dict, settings: StoreSettings, name: str, config: dict, keys: dict,
-                  upstream_keys: dict, run_id: str) -> dict:
-    return _run_one(settings.open(), build_stage(config), name, keys, upstream_keys, record, run_id)
-
-
-class ModelStageWorker:
-    """One actor of a model stage's pool: builds the stage (and so loads its model) once."""
-
-    def __init__(self, settings: StoreSettings, name: str, config: dict, keys: dict,
-                 upstream_keys: dict, run_id: str, api_keys: dict):
-        os.environ.update(api_keys)
-        self.store = settings.open()
-        self.stage = build_stage(config)
-        self.name, self.keys, self.upstream_keys, self.run_id = name, keys, upstream_keys, run_id
-
-    def __call__(self, record: dict) -> dict:
-        return _run_one(self.store, self.stage, self.name, self.keys, self.upstream_keys, record,
-                        self.run_id)
-
-
-def _stage_map(ds, plan: Plan, name: str, settings: StoreSettings, run_id: str, resources: dict):
-    args = dict(settings=settings, name=name, config=plan.configs[name], keys=plan.keys,
-                upstream_keys=plan.upstream_keys(name), run_id=run_id)
-    remote = dict(resources)
-    if plan.stages[name].stateful:
-        pool = ray.data.ActorPoolStrategy(size=remote.pop("concurrency", 1))
-        return ds.map(ModelStageWorker, fn_constructor_kwargs=args | {"api_keys": api_keys(plan.configs[name])},
-                      compute=pool, **remote)
-    remote.pop("concurrency", None)
-    return ds.map(run_stateless, fn_kwargs=args, **remote)
-
-
-def fit_resources(resources: dict[str, dict], stateful: set[str], cpus: float) -> dict[str, dict]:
-    """Stage resources under which every stage can run at once on `cpus` CPUs.
-
-    Ray Data keeps at least one actor of every model stage's pool alive for the whole run, holding its
-    CPUs while idle. When the pools leave no CPU for the largest stateless task, a later stage's actor
-    can take the CPU an earlier stage waits for and the run hangs; so the pools' CPU requests are
-    scaled down by one factor until they fit beside that task (the actors then share cores).
-    """
-    pools = sum(r["num_cpus"] * r.get("concurrency", 1) for n, r in resources.items() if n in stateful)
-    task = max((r["num_cpus"] for n, r in resources.items() if n not in stateful), default=0)
-    if task > cpus:
-        raise ConfigError(f"a stage task asks for {task} CPUs but this Ray has {cpus}: lower "
-                          "resources.STAGE.num_cpus or raise ray.num_cpus")
-    if pools <= cpus - task:
-        return resources
-    scale = (cpus - task) / pools
-    logging.getLogger(__name__).warning(
-        "model stages ask for %s CPUs for their actors and this Ray has %s beside a %s-CPU task: "
-        "their CPU requests are scaled by %.2f so no stage waits forever", pools, cpus, task, scale)
-    return {n: dict(r, num_cpus=r["num_cpus"] * scale) if n in stateful else r for n, r in resources.items()}
-
-
-def stage_resources(cfg: DictConfig, plan: Plan) -> dict[str, dict]:
-    """Each stage's Ray resources from `resources`; fitted to a local Ray, whose size is known and fixed
-    (a cluster may autoscale to what the stages ask for)."""
-    resources = {name: {"num_cpus": 1, **OmegaConf.to_container(cfg.resources.get(name, cfg.resources.default),
-                                                                 resolve=True)}
-                 for name in plan.stages}
-    for name, asked in resources.items():
-        for setting, low in (("num_cpus", 0), ("num_gpus", 0), ("concurrency", 1)):
-            if setting in asked:
-                check_range(f"resources.{name}.{setting}", asked[setting], low)
-    if cfg.ray.address:
-        return resources
-    stateful = {name for name, stage in plan.stages.items() if stage.stateful}
-    return fit_resources(resources, stateful, ray.cluster_resources().get("CPU", 0))
-
-
-def init_ray(cfg: DictConfig) -> None:
-    if not ray.is_initialized():
-        local = {} if cfg.address else {"num_cpus": cfg.num_cpus}
-        ray.init(address=cfg.address or None, include_dashboard=False, log_to_driver=cfg.log_to_driver, **local,
-                 configure_logging=True, logging_level="WARNING")
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = bool(cfg.progress_bars)
 
 
 @dataclasses.dataclass
@@ -287,10 +163,7 @@ def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: li
     if pending:
         check_endpoints([plan.configs[name] for name in plan.stages])
         init_ray(cfg.ray)
-        ds = ray.data.from_items(pending)
-        for name, resources in stage_resources(cfg, plan).items():
-            ds = _stage_map(ds, plan, name, settings, run_id, resources)
-        finished = ds.take_all()
+        finished = stage_maps(ray.data.from_items(pending), cfg, plan, settings, run_id).take_all()
     for record in finished:
         for name in plan.stages:
             rows = record[f"rows__{name}"]

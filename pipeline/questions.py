@@ -1,35 +1,14 @@
-"""Questions of the benchmarks in their own annotation formats, mapped to video files on disk.
-
-Tasks: "mcq" (answer: choice index), "open" (answer: text) and "rtl", reasoning temporal
-localisation (answer: [start, end] in seconds).
-"""
+"""Questions of the benchmarks in their own annotation formats, mapped to video files on disk."""
 
 import csv
 import json
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vidprep.pipeline.manifest import ManifestError
+from vidprep.stages.agents.base import TASKS, Question
 from vidprep.stages.media import is_uri
-
-TASKS = ("mcq", "open", "rtl")
-
-
-@dataclass(frozen=True)
-class Question:
-    qid: str
-    video: str
-    task: str
-    question: str
-    choices: list[str] = field(default_factory=list)
-    answer: object = None
-    qtype: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 def first_per_type(questions: list[Question], n: int) -> list[Question]:
     """The first n questions of each qtype, in dataset order: a small run that still covers every type

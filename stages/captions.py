@@ -3,7 +3,9 @@
 import dataclasses
 from collections.abc import Iterator
 
-from vidprep.stages.base import ConfigError, Stage, evenly_spaced, runtime
+from vidprep.conf.checks import ConfigError
+
+from vidprep.stages.base import Stage, evenly_spaced, runtime
 
 
 @dataclasses.dataclass

@@ -7,7 +7,9 @@ from collections.abc import Iterator
 
 from PIL import Image
 
-from vidprep.stages.base import ConfigError, Stage, StageError, runtime
+from vidprep.conf.checks import ConfigError
+
+from vidprep.stages.base import Stage, StageError, runtime
 from vidprep.stages.ffmpeg import DecodeReport, stream_frames
 from vidprep.stages.media import local_file
 

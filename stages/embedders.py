@@ -11,7 +11,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from vidprep.stages.base import ConfigError
+from vidprep.conf.checks import ConfigError
 from vidprep.stages.vision import ImageNetClassifier
 
 

@@ -14,7 +14,9 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from vidprep.stages.base import ConfigError, Stage, evenly_spaced, runtime
+from vidprep.conf.checks import ConfigError
+
+from vidprep.stages.base import Stage, evenly_spaced, runtime
 from vidprep.stages.embed import EmbedFrames
 
 FORMATS = ("videoagent", "llovi", "jsonl")

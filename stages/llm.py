@@ -19,7 +19,7 @@ import time
 import jsonschema
 import openai
 
-from vidprep.stages.base import ConfigError, check_range
+from vidprep.conf.checks import ConfigError, check_range
 
 _SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()

@@ -5,7 +5,7 @@ puts `prompt_hash` of them in its key, so an edited prompt is a new key, never a
 import hashlib
 from pathlib import Path
 
-from vidprep.stages.base import ConfigError
+from vidprep.conf.checks import ConfigError
 
 PROMPTS = Path(__file__).parent / "prompts"
 

@@ -4,7 +4,9 @@ import dataclasses
 import math
 from collections.abc import Iterator
 
-from vidprep.stages.base import ConfigError, Stage
+from vidprep.conf.checks import ConfigError
+
+from vidprep.stages.base import Stage
 
 
 @dataclasses.dataclass

@@ -4,7 +4,9 @@ import dataclasses
 import functools
 from collections.abc import Iterator
 
-from vidprep.stages.base import ConfigError, Stage, runtime
+from vidprep.conf.checks import ConfigError
+
+from vidprep.stages.base import Stage, runtime
 from vidprep.stages.prompt import load_prompt, prompt_hash
 
 SCHEMA = {

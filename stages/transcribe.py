@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from vidprep.stages.base import ConfigError, Stage, runtime
+from vidprep.conf.checks import ConfigError
+
+from vidprep.stages.base import Stage, runtime
 from vidprep.stages.ffmpeg import decode_audio
 from vidprep.stages.media import local_file
 

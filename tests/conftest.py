@@ -76,7 +76,8 @@ def local_llm(tmp_path_factory):
 @pytest.fixture(scope="session")
 def precomputed(tmp_path_factory, sample_dir, ray_session, local_llm):
     """The sample set precomputed once with the default config: (config, store, summary)."""
-    from vidprep.pipeline.precompute import StoreSettings, precompute
+    from vidprep.pipeline.precompute import precompute
+    from vidprep.store.settings import StoreSettings
 
     cfg = config_for(tmp_path_factory.mktemp("store") / "db", sample_dir)
     summary = precompute(cfg)

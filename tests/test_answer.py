@@ -108,7 +108,7 @@ from vidprep.jobs.config import load_config
 from omegaconf import OmegaConf
 from vidprep.pipeline.answer import AnswerWorker, run_key
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.precompute import StoreSettings
+from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.questions import jsonl
 from vidprep.store.keys import content_id
 cfg = load_config(["store.uri={cfg.store.uri}", "dataset=folder", "dataset.manifest={sample_dir}", "method=caviar",

@@ -6,7 +6,8 @@ import string
 import pytest
 
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.precompute import StoreSettings, precompute
+from vidprep.pipeline.precompute import precompute
+from vidprep.store.settings import StoreSettings
 from vidprep.store.keys import content_id
 from tests.conftest import config_for
 

@@ -12,7 +12,7 @@ import pytest
 
 from vidprep.pipeline.answer import answer
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.precompute import StoreSettings
+from vidprep.store.settings import StoreSettings
 from vidprep.store.keys import content_id
 from vidprep.store.store import ArtifactMissing, Store
 from tests.conftest import config_for

@@ -15,7 +15,7 @@ from vidprep.pipeline.imported import import_captions, named_video_id
 from vidprep.pipeline.scoring import report
 from vidprep.stages.agents.tools import VideoTools
 from vidprep.stages.agents.vision import StoredDescriptions
-from vidprep.stages.base import ConfigError
+from vidprep.conf.checks import ConfigError
 from vidprep.stages.imported import ImportedCaptions
 from tests.conftest import SHARED_VIDEOS
 
@@ -55,7 +55,7 @@ def imported(tmp_path_factory, nextqa_subset, ray_session, local_llm):
     store_uri = tmp_path_factory.mktemp("captions-store") / "db"
     summary = import_captions(nextqa_config(store_uri, root))
     cfg = nextqa_config(store_uri, root)
-    from vidprep.pipeline.precompute import StoreSettings
+    from vidprep.store.settings import StoreSettings
 
     return cfg, StoreSettings.from_config(cfg.store).open(), summary, rows
 

@@ -6,7 +6,8 @@ import time
 import pytest
 
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.precompute import StoreSettings, precompute
+from vidprep.pipeline.precompute import precompute
+from vidprep.store.settings import StoreSettings
 from vidprep.stages.llm import LLMClient, LLMError, LLMReplyError, image_part
 from vidprep.store.keys import content_id
 from vidprep.store.store import Store

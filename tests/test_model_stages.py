@@ -95,7 +95,7 @@ def test_second_run_makes_no_model_and_no_llm_call(precomputed):
 
 
 def test_transcript_backend_is_chosen_by_what_is_installed_and_named_in_the_key():
-    from vidprep.stages.base import ConfigError
+    from vidprep.conf.checks import ConfigError
     from vidprep.stages.transcribe import TranscribeSpeech
 
     auto = TranscribeSpeech()

@@ -8,14 +8,11 @@ import pytest
 
 from vidprep.pipeline.manifest import ManifestError, read_manifest
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.precompute import (
-    StoreSettings,
-    fit_resources,
-    precompute,
-    stage_resources,
-)
-from vidprep.stages.base import ConfigError
+from vidprep.pipeline.precompute import precompute
+from vidprep.pipeline.runner import fit_resources, stage_resources
+from vidprep.conf.checks import ConfigError
 from vidprep.store.keys import content_id
+from vidprep.store.settings import StoreSettings
 from tests.conftest import SHARED_VIDEOS, config_for, needs_shared_videos
 
 

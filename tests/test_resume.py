@@ -10,7 +10,8 @@ import time
 
 import numpy as np
 
-from vidprep.pipeline.precompute import StoreSettings, precompute
+from vidprep.pipeline.precompute import precompute
+from vidprep.store.settings import StoreSettings
 from vidprep.store.store import Store
 from tests.conftest import config_for
 

@@ -1,11 +1,28 @@
-"""What every method shares: the question as text, the answer's JSON schema per task, the trace of
-every step (prompt, reply, tool call, result, confidence, tokens, time) and the prediction."""
+"""What every method shares: the question and its text, the answer's JSON schema per task, the trace
+of every step (prompt, reply, tool call, result, confidence, tokens, time) and the prediction."""
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
-from vidprep.pipeline.questions import Question
 from vidprep.stages.llm import LLMClient, LLMError
+
+# "mcq" (answer: choice index), "open" (answer: text) and "rtl", reasoning temporal localisation
+# (answer: [start, end] in seconds).
+TASKS = ("mcq", "open", "rtl")
+
+
+@dataclass(frozen=True)
+class Question:
+    qid: str
+    video: str
+    task: str
+    question: str
+    choices: list[str] = field(default_factory=list)
+    answer: object = None
+    qtype: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 CONFIDENCE = {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}
 

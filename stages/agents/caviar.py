@@ -17,7 +17,7 @@ from vidprep.stages.agents.base import (
 )
 from vidprep.stages.prompt import load_prompt
 from vidprep.stages.agents.sandbox import Sandbox
-from vidprep.stages.base import ConfigError, check_range
+from vidprep.conf.checks import ConfigError, check_range
 from vidprep.stages.llm import LLMClient
 
 MODULE_DOCS = {

@@ -21,7 +21,8 @@ from vidprep.stages.agents.base import (
     question_text,
 )
 from vidprep.stages.prompt import load_prompt
-from vidprep.stages.base import check_range, evenly_spaced
+from vidprep.conf.checks import check_range
+from vidprep.stages.base import evenly_spaced
 
 PLAN_SCHEMA = {"type": "object", "properties": {"plan": {"type": "string"}}, "required": ["plan"],
                "additionalProperties": False}

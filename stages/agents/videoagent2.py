@@ -14,7 +14,7 @@ from vidprep.stages.agents.base import (
     question_text,
 )
 from vidprep.stages.prompt import load_prompt
-from vidprep.stages.base import check_range
+from vidprep.conf.checks import check_range
 
 TOOLS = ["search_frames", "segment_captions", "transcript", "visual_question"]
 PLAN_SCHEMA = {
