@@ -32,8 +32,9 @@ def job(cfg: DictConfig) -> None:
     from vidprep.pipeline.precompute import precompute
 
     with user_errors():
+        manifest = cfg.dataset.manifest  # unset, it is named before the LLM server or Ray start
         if cfg.dataset.make_sample:
-            make_sample(cfg.dataset.manifest)
+            make_sample(manifest)
         if "summary" in cfg.stages:
             ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
         summary = precompute(cfg)
