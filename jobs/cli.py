@@ -40,7 +40,7 @@ def parser(command: str | None) -> tuple[argparse.ArgumentParser, argparse.Argum
             module = importlib.import_module(f"vidprep.jobs.{module_name}")
             sub.description = module.__doc__
             module.add_arguments(sub)
-            sub.set_defaults(run=module.run)
+            sub.set_defaults(handler=module.run)
             chosen = sub
     return top, chosen
 
@@ -64,7 +64,7 @@ def main() -> None:
     # Intermixed: options may stand between positionals and overrides (`search all "a cat" -k 2 store.uri=...`).
     args = chosen.parse_intermixed_args(sys.argv[2:])
     with errors.user_errors():
-        args.run(args)
+        args.handler(args)
     if errors.jobs_with_failures:
         sys.exit(errors.EXIT_FAILURES)
 

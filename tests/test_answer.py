@@ -67,6 +67,10 @@ def test_evaluate_prints_scores_per_method(answered, precomputed):
         assert method in done.stdout
     assert "accuracy" in done.stdout and "mIoU" in done.stdout and "invalid" in done.stdout
     assert "LLM calls" in done.stdout
+    key = done.stdout.split("(", 1)[1].split(")", 1)[0]
+    one = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "evaluate", "--run", key,
+                          f"store.uri={cfg.store.uri}"], capture_output=True, text=True, timeout=120)
+    assert one.returncode == 0 and one.stdout.count("(answer-") == 1 and f"({key})" in one.stdout, one.stderr
 
 
 def test_multirun_sweep_reuses_the_same_store(answered, precomputed, sample_dir):
