@@ -1,6 +1,7 @@
 """Checking config values: the one error every layer raises for a bad setting, naming the setting and
 what it may be, and the checks of types and ranges. The bottom of the house: anything may import it."""
 
+import importlib.util
 import inspect
 import types
 import typing
@@ -8,6 +9,15 @@ import typing
 
 class ConfigError(ValueError):
     """A config value is of the wrong type or out of range; the message names the setting and what it may be."""
+
+
+def require(extra: str, *modules: str, needed_by: str) -> None:
+    """Optional dependencies, checked where the config asks for them (before any worker starts): a
+    missing one is an error naming the extra that installs it."""
+    missing = [module for module in modules if importlib.util.find_spec(module) is None]
+    if missing:
+        raise ConfigError(f"{needed_by} needs {', '.join(missing)}, which is not installed: "
+                          f"pip install 'vidprep[{extra}]'")
 
 
 _KINDS = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}

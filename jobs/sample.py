@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from vidprep.conf.checks import require
+
 SIZE = (640, 480)
 FPS = 24
 
@@ -38,6 +40,7 @@ CORRUPT = "corrupt.mp4"
 
 
 def _photo(name: str) -> np.ndarray:
+    require("sample", "skimage", "sklearn", needed_by="vidprep sample (its photos)")
     if name in ("china", "flower"):
         from sklearn.datasets import load_sample_image
 

