@@ -32,8 +32,8 @@ from vidprep.pipeline.questions import jsonl
 from vidprep.stages.agents.tools import VideoTools
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.probe import ProbeVideo
-from vidprep.store import schema
-from vidprep.store.store import SegmentCaption, Store, Transcript, TranscriptSegment
+from vidprep.store.artifacts import FRAME_EMBEDDINGS, TRANSCRIPTS, SegmentCaption
+from vidprep.store.store import Store
 
 GROUPS = ("decode", "rerun", "naive", "answer", "sweep", "memory", "cpus", "search")
 SHARED_VIDEOS = ("nasa_13013.mp4", "h265_video.mp4", "video_90.mov")
@@ -139,8 +139,7 @@ def naive_precompute(plan, videos: list[dict]) -> int:
         for position in range(5):
             describer.describe([jpegs[round(position * (len(jpegs) - 1) / 4)]])
         spoken = list(transcript_stage.run(video))
-        transcript = Transcript([TranscriptSegment(**{k: r[k] for k in TranscriptSegment.__dataclass_fields__})
-                                 for batch in spoken for r in batch], "")
+        transcript = TRANSCRIPTS.rows([row for batch in spoken for row in batch])
         list(summary.run(video, iter([captions]), iter([transcript])))
     return decoded
 
@@ -179,7 +178,7 @@ def answer_figures(cfg, plan, store: Store, questions, ids: dict[str, str], scra
         video = ProbeVideo().run(question.video)
         fresh.upsert("videos", [video | {"name": "", "stage_key": "probe", "row_id": video["video_id"]}])
         for name, stage in plan.stages.items():
-            run_stage(fresh, stage, plan.keys[name], plan.upstream_keys(name), video, "bench", "local")
+            run_stage(fresh, stage, plan.keys[name], plan.inputs(name), video, "bench", "local")
         agent.answer(question, VideoTools(fresh, plan.keys, video["video_id"], embedder, vision))
         fly_seconds += time.perf_counter() - started
     n = len(questions)
@@ -242,7 +241,7 @@ def decode_peak_kib(path: Path, scratch: Path) -> int:
 
 def _decode_into_store(path: str, store_uri: str) -> None:
     stage = instantiate(load_config([]).stages.frames)
-    run_stage(Store(store_uri), stage, stage.key({}), {}, ProbeVideo().run(path), "bench", "local")
+    run_stage(Store(store_uri), stage, stage.key({}), [], ProbeVideo().run(path), "bench", "local")
 
 
 def cpu_figure(sample: Path, work: Path) -> Figure:
@@ -260,20 +259,20 @@ def search_figures(sizes: list[int], work: Path, dim: int = 384, videos: int = 1
     figures, rng = [], np.random.default_rng(0)
     for size in sizes:
         store = Store(str(work / f"vectors-{size}"), ann_min_rows=size)
-        name = schema.embedding_table(dim)
+        artifact = FRAME_EMBEDDINGS.sized(dim)
         per_video = size // videos
         for v in range(videos):
             vectors = rng.standard_normal((per_video, dim), dtype=np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
             index = np.arange(per_video)
             # Bulk appends: these rows are new, so the idempotent upsert's key lookup is not needed.
-            store.table(name).add(pa.table({
+            store.table(artifact.table).add(pa.table({
                 "row_id": [f"v{v}/bench/{i}" for i in index], "video_id": [f"v{v}"] * per_video,
                 "stage_key": ["bench"] * per_video, "frame_index": index.astype(np.int32),
                 "timestamp": index.astype(np.float64),
                 "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
                 "model": ["random"] * per_video, "description": pa.nulls(per_video, pa.string())},
-                schema=schema.schema_for(name)))
+                schema=artifact.schema))
             store.mark_done(f"v{v}", "frame_embeddings", "bench", per_video, 0.0, "local", "bench")
         queries = rng.standard_normal((20, dim), dtype=np.float32)
 

@@ -18,7 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     cfg = load_config(args.overrides)
-    keys = build_plan(cfg.stages).keys
+    plan = build_plan(cfg.stages)
+    keys = plan.keys
     store = StoreSettings.from_config(cfg.store).open()
     video_id = resolve_video(store, args.video)
     if video_id is None:
@@ -27,20 +28,10 @@ def run(args: argparse.Namespace) -> None:
     print(f"{video['name']}  id={video_id}  {video['source_path']}")
     print(f"  {video['duration']:.2f} s, {video['fps']:.2f} fps, {video['width']}x{video['height']}, "
           f"{video['codec']}, audio: {'yes' if video['has_audio'] else 'no'}, {video['size']} bytes")
-    sections = [
-        ("segment captions", lambda: [f"  [{c.start:6.1f}-{c.end:6.1f}s] {c.caption}"
-                                      for c in store.segment_captions(video_id, keys["segment_captions"])]),
-        ("frame captions", lambda: [f"  {c.position:4.2f} t={c.timestamp:6.1f}s {c.caption}"
-                                    for c in store.frame_captions(video_id, keys["frame_captions"])]),
-        ("transcript", lambda: _transcript(store.transcript(video_id, keys["transcript"]))),
-        ("summary", lambda: ["  " + store.summary(video_id, keys["summary"])]),
-    ]
-    for title, lines in sections:
-        print(f"\n{title}:")
-        try:
-            print("\n".join(lines()))
-        except (ArtifactMissing, KeyError):
-            print("  (not computed for this config)")
+    for name, stage in plan.stages.items():
+        if stage.artifact.title:
+            print(f"\n{stage.artifact.title}:")
+            print("\n".join(_lines(store, stage.artifact, video_id, plan.keys[name])))
     done_stages = store.done_stages(video_id)
     completed = {d["stage_key"] for d in done_stages}
     failed = [f for f in store.failures(video_id) if f["stage_key"] not in completed]
@@ -57,7 +48,9 @@ def run(args: argparse.Namespace) -> None:
         print(f" {mark} {done['stage_key']:<32} {done['rows']:>5} rows{note}  {json.dumps(params)}")
 
 
-def _transcript(transcript) -> list[str]:
-    if not transcript.segments:
-        return [f"  (empty: {transcript.detail})"]
-    return [f"  [{s.start:6.1f}-{s.end:6.1f}s] ({s.language}) {s.text}" for s in transcript.segments]
+def _lines(store, artifact, video_id: str, key: str) -> list[str]:
+    try:
+        rows = store.read(artifact, video_id, key)
+    except ArtifactMissing:
+        return ["  (not computed for this config)"]
+    return [f"  {row.line()}" for row in rows] or [f"  (empty: {store.detail(video_id, key) or 'no rows'})"]

@@ -6,36 +6,22 @@ import time
 import traceback
 
 from vidprep.stages.base import Stage, StageError
+from vidprep.store.artifacts import Artifact
 from vidprep.store.keys import row_id
 from vidprep.store.store import Store
 
 
-def _whole(read):
-    """A reader that hands a stage all of a small artifact (segments, captions) as one batch."""
-    return lambda store, video_id, key, _batch_size: iter([read(store, video_id, key)])
-
-
-# How a stage's upstream artifacts are read back, by upstream stage name.
-READERS = {
-    "frames": Store.iter_frames,
-    "segments": _whole(Store.segments),
-    "segment_captions": _whole(Store.segment_captions),
-    "frame_captions": _whole(Store.frame_captions),
-    "transcript": _whole(Store.transcript),
-}
-
-
-def run_stage(store: Store, stage: Stage, key: str, upstream_keys: dict[str, str], video: dict,
+def run_stage(store: Store, stage: Stage, key: str, inputs: list[tuple[Artifact, str]], video: dict,
               run_id: str, node_id: str) -> int:
-    """Rows written for this video, or -1 when its artifacts were already complete."""
+    """Rows written for this video, or -1 when its artifacts were already complete. `inputs`: the
+    artifact and stage key of each upstream stage, in the order of `stage.upstream`."""
     video_id = video["video_id"]
     if store.is_done(video_id, key):
         return -1
     started = time.monotonic()
-    inputs = [
-        READERS[name](store, video_id, upstream_keys[name], stage.batch_size) for name in stage.upstream
-    ]
-    rows, batches = 0, stage.run(video, *inputs)
+    batches_in = [store.read_batches(artifact, video_id, upstream_key, stage.batch_size)
+                  for artifact, upstream_key in inputs]
+    rows, batches = 0, stage.run(video, *batches_in)
     while True:
         try:
             batch = next(batches)
@@ -44,8 +30,8 @@ def run_stage(store: Store, stage: Stage, key: str, upstream_keys: dict[str, str
             detail = end.value or ""
             break
         for row in batch:
-            row.update(row_id=row_id(video_id, key, row[stage.row_field]), video_id=video_id, stage_key=key)
-        store.upsert(stage.table, batch)
+            row.update(row_id=row_id(video_id, key, row[stage.artifact.order]), video_id=video_id, stage_key=key)
+        store.upsert(stage.artifact.table_of(batch), batch)
         rows += len(batch)
     store.mark_done(video_id, stage.name, key, rows, time.monotonic() - started, node_id, run_id, detail)
     return rows

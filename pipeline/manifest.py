@@ -58,9 +58,10 @@ def _folder(folder: Path, recursive: bool) -> Manifest:
     skipped = [str(p.relative_to(folder)) + ("/" if p.is_dir() else "") for p in found
                if (p.is_dir() and not recursive)
                or (p.is_file() and p.suffix.lower() not in VIDEO_SUFFIXES | SIDECAR_SUFFIXES)]
-    paths = [str(p.resolve()) for p in videos]
-    names = _unique_names(paths, str(folder.resolve()))
-    return Manifest([Entry(path=p, name=names[p]) for p in paths], skipped)
+    # Named by where they sit in the folder; a symbolic link's target may lie anywhere.
+    placed = [str(folder.resolve() / p.relative_to(folder)) for p in videos]
+    names = _unique_names(placed, str(folder.resolve()))
+    return Manifest([Entry(path=str(p.resolve()), name=names[place]) for p, place in zip(videos, placed)], skipped)
 
 
 def _listed(prefix: str) -> Manifest:

@@ -10,6 +10,7 @@ from vidprep.conf.checks import ConfigError, check_types
 
 from vidprep.stages.base import Stage
 from vidprep.stages.probe import ProbeVideo
+from vidprep.store.artifacts import Artifact
 
 
 @dataclass
@@ -28,6 +29,10 @@ class Plan:
 
     def upstream_keys(self, name: str) -> dict[str, str]:
         return {u: self.keys[u] for u in self.stages[name].upstream}
+
+    def inputs(self, name: str) -> list[tuple[Artifact, str]]:
+        """What a stage reads: each upstream stage's artifact and key, in the order `run` takes them."""
+        return [(self.stages[u].artifact, self.keys[u]) for u in self.stages[name].upstream]
 
     def describe(self, name: str) -> str:
         stage = self.stages[name]

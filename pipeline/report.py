@@ -14,9 +14,13 @@ from collections import defaultdict
 from pathlib import Path
 
 from vidprep.pipeline.scoring import METRIC, report, score
+from vidprep.store.artifacts import ARTIFACTS
 from vidprep.store.store import ArtifactMissing, Store
 
 PAGE_SIZE = 100
+# The artifacts a question's timeline draws: those shown whose rows span time.
+def _timeline_artifacts() -> list:
+    return [a for a in ARTIFACTS.values() if a.title and {"start", "end"} <= set(a.columns)]
 # The only script in a report (ours, no model text): how many thumbnails actually loaded, for a look
 # at the DOM (the tests read it through headless Chromium).
 COUNT_LOADED = ("<script>window.addEventListener('load', () => { document.body.dataset.imagesLoaded = "
@@ -26,9 +30,9 @@ body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100p
 table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; }
 th { background: #f3f3f3; } .bad { color: #b00; } .ok { color: #070; } pre { white-space: pre-wrap; }
 .timeline { position: relative; height: 74px; background: #f6f6f6; border: 1px solid #ccc; margin: 1em 0; }
-.segment { position: absolute; top: 0; height: 24px; background: #cfe3ff; border-right: 1px solid #fff;
+.segment_captions { position: absolute; top: 0; height: 24px; background: #cfe3ff; border-right: 1px solid #fff;
            overflow: hidden; font-size: 11px; }
-.speech { position: absolute; top: 26px; height: 20px; background: #ffe2b8; font-size: 11px; overflow: hidden; }
+.transcripts { position: absolute; top: 26px; height: 20px; background: #ffe2b8; font-size: 11px; overflow: hidden; }
 .visit { position: absolute; top: 48px; width: 2px; height: 24px; background: #d22; }
 .thumbs img, .strip img { height: 90px; margin: 2px; } details { margin: .4em 0; }
 summary { cursor: pointer; }
@@ -119,16 +123,13 @@ class ReportWriter:
                     f"title='{esc(f'{start:.1f}-{end:.1f}s: {text}')}'>{esc(text)}</div>")
 
         parts = []
-        try:
-            parts += [box("segment", c.start, c.end, c.caption)
-                      for c in self.store.segment_captions(video_id, keys["segment_captions"])]
-        except (ArtifactMissing, KeyError):
-            pass
-        try:
-            parts += [box("speech", s.start, s.end, s.text)
-                      for s in self.store.transcript(video_id, keys["transcript"]).segments]
-        except (ArtifactMissing, KeyError):
-            pass
+        # Every shown artifact whose rows span time: blue segment captions, orange speech.
+        for artifact in _timeline_artifacts():
+            try:
+                parts += [box(artifact.table, row.start, row.end, row.line())
+                          for row in self.store.read(artifact, video_id, keys[artifact.stage])]
+            except (ArtifactMissing, KeyError):
+                pass
         parts += [f"<div class='visit' style='left:{100 * t / span:.2f}%' data-t='{t:.2f}' "
                   f"title='visited {t:.1f}s'></div>" for t in visited]
         stamps = ", ".join(f"<span class='visited'>{t:.1f}s</span>" for t in visited) or "none"
@@ -179,17 +180,14 @@ class ReportWriter:
                             + "".join(self._thumb(video_id, keys["frames"], f.timestamp, 1) for f in frames) + "</div>")
         except (ArtifactMissing, KeyError):
             pass
-        for title, stage, lines in (
-                ("Segment captions", "segment_captions",
-                 lambda k: [f"[{c.start:.0f}-{c.end:.0f}s] {c.caption}" for c in self.store.segment_captions(video_id, k)]),
-                ("Transcript", "transcript",
-                 lambda k: [f"[{s.start:.1f}-{s.end:.1f}s] {s.text}" for s in self.store.transcript(video_id, k).segments]),
-                ("Summary", "summary", lambda k: [self.store.summary(video_id, k)])):
+        for artifact in ARTIFACTS.values():
+            if not artifact.title:
+                continue
             try:
-                text = lines(keys[stage])
+                rows = self.store.read(artifact, video_id, keys[artifact.stage])
             except (ArtifactMissing, KeyError):
                 continue
-            sections.append(f"<h3>{title}</h3>" + "".join(f"<p>{esc(line)}</p>" for line in text))
+            sections.append(f"<h3>{artifact.title.capitalize()}</h3>" + "".join(f"<p>{esc(r.line())}</p>" for r in rows))
         done = sorted(self.store.done_stages(video_id), key=lambda d: d["stage"])
         sections.append("<h3>Stage keys in the store</h3>" + _table(
             ["stage", "key", "rows", "detail"],

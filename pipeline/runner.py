@@ -29,14 +29,14 @@ def _node_id() -> str:
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
 
-def _run_one(store: Store, stage, name: str, plan_keys: dict, upstream_keys: dict, record: dict,
+def _run_one(store: Store, stage, name: str, plan_keys: dict, inputs: list, record: dict,
              run_id: str) -> dict:
     record = dict(record, **{f"rows__{name}": -1, f"llm_calls__{name}": 0})
     if record["failed_stage"]:
         return record
     calls_before = PROCESS_USAGE.calls
     try:
-        record[f"rows__{name}"] = run_stage(store, stage, plan_keys[name], upstream_keys, record,
+        record[f"rows__{name}"] = run_stage(store, stage, plan_keys[name], inputs, record,
                                             run_id, _node_id())
     except Exception as error:  # noqa: BLE001 - recorded, then the run goes on
         record.update(failed_stage=name, error=describe_error(error), **{f"rows__{name}": 0})
@@ -47,30 +47,29 @@ def _run_one(store: Store, stage, name: str, plan_keys: dict, upstream_keys: dic
 
 
 def run_stateless(record: dict, settings: StoreSettings, name: str, config: dict, keys: dict,
-                  upstream_keys: dict, run_id: str) -> dict:
-    return _run_one(settings.open(), build_stage(config), name, keys, upstream_keys, record, run_id)
+                  inputs: list, run_id: str) -> dict:
+    return _run_one(settings.open(), build_stage(config), name, keys, inputs, record, run_id)
 
 
 class ModelStageWorker:
     """One actor of a model stage's pool: builds the stage (and so loads its model) once."""
 
     def __init__(self, settings: StoreSettings, name: str, config: dict, keys: dict,
-                 upstream_keys: dict, run_id: str, api_keys: dict):
+                 inputs: list, run_id: str, api_keys: dict):
         os.environ.update(api_keys)
         self.store = settings.open()
         self.stage = build_stage(config)
-        self.name, self.keys, self.upstream_keys, self.run_id = name, keys, upstream_keys, run_id
+        self.name, self.keys, self.inputs, self.run_id = name, keys, inputs, run_id
 
     def __call__(self, record: dict) -> dict:
-        return _run_one(self.store, self.stage, self.name, self.keys, self.upstream_keys, record,
-                        self.run_id)
+        return _run_one(self.store, self.stage, self.name, self.keys, self.inputs, record, self.run_id)
 
 
 def stage_maps(ds, cfg: DictConfig, plan: Plan, settings: StoreSettings, run_id: str):
     """`ds` of video records through every stage of the plan, in order."""
     for name, resources in stage_resources(cfg, plan).items():
         args = dict(settings=settings, name=name, config=plan.configs[name], keys=plan.keys,
-                    upstream_keys=plan.upstream_keys(name), run_id=run_id)
+                    inputs=plan.inputs(name), run_id=run_id)
         remote = dict(resources)
         pool = remote.pop("concurrency", 1)
         # Ray Data names a map after its function or class: the stage's name shows in progress and logs.
@@ -116,9 +115,8 @@ def fit_resources(resources: dict[str, dict], stateful: set[str], cpus: float) -
 def stage_resources(cfg: DictConfig, plan: Plan) -> dict[str, dict]:
     """Each stage's Ray resources from `resources`; fitted to a local Ray, whose size is known and fixed
     (a cluster may autoscale to what the stages ask for)."""
-    resources = {name: {"num_cpus": 1, **OmegaConf.to_container(cfg.resources.get(name, cfg.resources.default),
-                                                                 resolve=True)}
-                 for name in plan.stages}
+    overrides = OmegaConf.to_container(cfg.resources, resolve=True)
+    resources = {name: {**stage.resources, **overrides.get(name, {})} for name, stage in plan.stages.items()}
     for name, asked in resources.items():
         for setting, low in (("num_cpus", 0), ("num_gpus", 0), ("concurrency", 1)):
             if setting in asked:

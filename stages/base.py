@@ -1,14 +1,15 @@
 """What every precompute stage is: a named, versioned transformation with an output-defining config.
 
 Stages know nothing of Ray, Hydra or the store. `run` takes one video (and, for stages with
-upstream artifacts, an iterator of their batches) and yields batches of rows for the stage's table;
-the pipeline adds the key columns and writes them.
+upstream artifacts, an iterator of their batches) and yields batches of rows of the stage's artifact
+(declared in `vidprep.store.artifacts`); the pipeline adds the key columns and writes them.
 """
 
 import dataclasses
 from collections.abc import Iterator
 from typing import ClassVar
 
+from vidprep.store.artifacts import Artifact
 from vidprep.store.keys import stage_key
 
 
@@ -30,18 +31,25 @@ def runtime(default):
 
 @dataclasses.dataclass
 class Stage:
+    # The name of the stage in config and in the store: its artifact's `stage`.
     name: ClassVar[str]
     version: ClassVar[int]
-    table: ClassVar[str]
-    # Field of each output row that tells rows of one video apart (part of the row id).
-    row_field: ClassVar[str]
+    # What it writes.
+    artifact: ClassVar[Artifact]
     # Stages whose artifacts `run` reads, in the order of its arguments after `video`.
     upstream: ClassVar[tuple[str, ...]] = ()
     # True for stages that hold a model: built once per worker and reused across videos.
     stateful: ClassVar[bool] = False
+    # Ray resources of each task (or, for a stateful stage, of each actor of its pool, with `concurrency`
+    # actors); `resources.STAGE.*` in the config overrides any of them.
+    resources: ClassVar[dict] = {"num_cpus": 1}
 
     # Rows per batch read from upstream and written to the store.
     batch_size: int = dataclasses.field(default=32, metadata={"runtime": True}, kw_only=True)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.name = cls.artifact.stage
 
     def params(self) -> dict:
         return {

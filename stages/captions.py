@@ -6,18 +6,18 @@ from collections.abc import Iterator
 from vidprep.conf.checks import ConfigError
 
 from vidprep.stages.base import Stage, evenly_spaced, runtime
+from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS
 
 
 @dataclasses.dataclass
 class CaptionSegments(Stage):
     """One caption per segment, from up to `frames_per_segment` of its frames, evenly chosen."""
 
-    name = "segment_captions"
     version = 1
-    table = "segment_captions"
-    row_field = "segment_index"
+    artifact = SEGMENT_CAPTIONS
     upstream = ("frames", "segments")
     stateful = True
+    resources = {"num_cpus": 1, "concurrency": 1}
 
     describer: object = runtime(None)
     frames_per_segment: int = 3
@@ -62,12 +62,11 @@ class CaptionSegments(Stage):
 class CaptionFrames(Stage):
     """Captions of the frames nearest to `positions` evenly spaced points (0, ..., 1 of the duration)."""
 
-    name = "frame_captions"
     version = 1
-    table = "frame_captions"
-    row_field = "position_index"
+    artifact = FRAME_CAPTIONS
     upstream = ("frames",)
     stateful = True
+    resources = {"num_cpus": 1, "concurrency": 1}
 
     describer: object = runtime(None)
     positions: int = 5

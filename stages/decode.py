@@ -10,6 +10,7 @@ from PIL import Image
 from vidprep.conf.checks import ConfigError
 
 from vidprep.stages.base import Stage, StageError, runtime
+from vidprep.store.artifacts import FRAMES
 from vidprep.stages.ffmpeg import DecodeReport, stream_frames
 from vidprep.stages.media import local_file
 
@@ -61,10 +62,8 @@ class DecodeFrames(Stage):
     ranges are missing and what ffmpeg reported. A file with no decodable frame fails.
     """
 
-    name = "frames"
     version = 2
-    table = "frames"
-    row_field = "frame_index"
+    artifact = FRAMES
 
     fps: float = 1.0
     max_side: int = 448

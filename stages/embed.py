@@ -4,23 +4,20 @@ import dataclasses
 from collections.abc import Iterator
 
 from vidprep.stages.base import Stage, runtime
-from vidprep.store.schema import embedding_table
+from vidprep.store.artifacts import FRAME_EMBEDDINGS
 
 
 @dataclasses.dataclass
 class EmbedFrames(Stage):
-    name = "frame_embeddings"
     version = 1
-    row_field = "frame_index"
+    # One table per vector size (`frame_embeddings_384`), so backends of any size share a store.
+    artifact = FRAME_EMBEDDINGS
     upstream = ("frames",)
     stateful = True
+    resources = {"num_cpus": 1, "concurrency": 1}
 
     # A backend from stages.embedders (built from conf/model/).
     embedder: object = runtime(None)
-
-    @property
-    def table(self) -> str:
-        return embedding_table(self.embedder.dim)
 
     def params(self) -> dict:
         return {"model": self.embedder.model_id}

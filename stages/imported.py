@@ -17,6 +17,7 @@ from pathlib import Path
 from vidprep.conf.checks import ConfigError
 
 from vidprep.stages.base import Stage, evenly_spaced, runtime
+from vidprep.store.artifacts import FRAME_CAPTIONS, FRAMES, SEGMENT_CAPTIONS
 from vidprep.stages.embed import EmbedFrames
 
 FORMATS = ("videoagent", "llovi", "jsonl")
@@ -76,12 +77,11 @@ READERS = {"videoagent": _videoagent, "llovi": _llovi, "jsonl": _jsonl}
 class ImportedCaptions(Stage):
     """Published captions as a video's frame captions; the key holds their format, source and content."""
 
-    name = "frame_captions"
     version = 1
-    table = "frame_captions"
-    row_field = "position_index"
+    artifact = FRAME_CAPTIONS
     # Parses the caption source once per worker.
     stateful = True
+    resources = {"num_cpus": 1, "concurrency": 1}
 
     format: str = "videoagent"
     path: str = runtime("")
@@ -135,10 +135,8 @@ class ImportedCaptions(Stage):
 class CaptionTimeline(Stage):
     """One frame without pixels (empty JPEG) per caption, so frame tools work on a captions-only video."""
 
-    name = "frames"
     version = 1
-    table = "frames"
-    row_field = "frame_index"
+    artifact = FRAMES
     upstream = ("frame_captions",)
 
     def run(self, video: dict, captions: Iterator[list]) -> Iterator[list[dict]]:
@@ -164,10 +162,8 @@ class EmbedCaptions(EmbedFrames):
 class GroupCaptions(Stage):
     """A segment's caption from up to `captions_per_segment` of its frame captions, evenly chosen."""
 
-    name = "segment_captions"
     version = 1
-    table = "segment_captions"
-    row_field = "segment_index"
+    artifact = SEGMENT_CAPTIONS
     upstream = ("frame_captions", "segments")
 
     captions_per_segment: int = 1

@@ -7,16 +7,15 @@ from collections.abc import Iterator
 from vidprep.conf.checks import ConfigError
 
 from vidprep.stages.base import Stage
+from vidprep.store.artifacts import SEGMENTS
 
 
 @dataclasses.dataclass
 class CutSegments(Stage):
     """Segments [i*n, min((i+1)*n, duration)); a video shorter than n is one segment."""
 
-    name = "segments"
     version = 1
-    table = "segments"
-    row_field = "segment_index"
+    artifact = SEGMENTS
 
     seconds: float = 10.0
 

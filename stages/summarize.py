@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from vidprep.conf.checks import ConfigError
 
 from vidprep.stages.base import Stage, runtime
+from vidprep.store.artifacts import SUMMARIES
 from vidprep.stages.prompt import load_prompt, prompt_hash
 
 SCHEMA = {
@@ -22,12 +23,12 @@ class SummarizeVideo(Stage):
     """Summary S from all segment captions and the transcript; inputs longer than `max_input_chars`
     are summarised in chunks, then the chunk summaries are combined (repeatedly, until they fit)."""
 
-    name = "summary"
     version = 1
-    table = "summaries"
-    row_field = "summary_index"
+    artifact = SUMMARIES
     upstream = ("segment_captions", "transcript")
     stateful = True
+    # It calls the LLM server, which does the work: no CPU of its own.
+    resources = {"num_cpus": 0, "concurrency": 1}
 
     llm: object = runtime(None)
     prompt: str = "summary_v1.txt"
@@ -61,9 +62,9 @@ class SummarizeVideo(Stage):
             current += line + "\n"
         return chunks + [current] if current else chunks
 
-    def run(self, video: dict, captions: Iterator[list], transcript: Iterator) -> Iterator[list[dict]]:
+    def run(self, video: dict, captions: Iterator[list], transcript: Iterator[list]) -> Iterator[list[dict]]:
         lines = [f"[{c.start:.0f}-{c.end:.0f}s] {c.caption}" for batch in captions for c in batch]
-        speech = [f"[{s.start:.0f}-{s.end:.0f}s] said: {s.text}" for t in transcript for s in t.segments]
+        speech = [f"[{s.start:.0f}-{s.end:.0f}s] said: {s.text}" for batch in transcript for s in batch]
         if speech:
             lines += ["Transcript:"] + speech
         if not lines:

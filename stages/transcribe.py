@@ -13,6 +13,7 @@ import numpy as np
 from vidprep.conf.checks import ConfigError, require
 
 from vidprep.stages.base import Stage, runtime
+from vidprep.store.artifacts import TRANSCRIPTS
 from vidprep.stages.ffmpeg import decode_audio
 from vidprep.stages.media import local_file
 
@@ -49,11 +50,10 @@ class TranscribeSpeech(Stage):
     its alignment models come from its hub); "auto" takes whisperx where it is installed.
     """
 
-    name = "transcript"
     version = 2
-    table = "transcripts"
-    row_field = "segment_index"
+    artifact = TRANSCRIPTS
     stateful = True
+    resources = {"num_cpus": 1, "concurrency": 1}
 
     model: str = "shipped"
     backend: str = "auto"

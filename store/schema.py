@@ -1,26 +1,16 @@
-"""The pyarrow schema of every table in the store, declared once.
-
-Every artifact row carries `row_id` (the merge key: video id, stage key and the row's place in the
-video), `video_id` (a hash of the file's content) and `stage_key` (a hash of the config that made it).
-"""
+"""The pyarrow schema of every table in the store: the artifacts (declared in `artifacts.py`) and the
+store's own bookkeeping."""
 
 import pyarrow as pa
 
-# LanceDB's merge_insert detects concurrent inserts of the same key only for primary-key columns.
-_PRIMARY = {"lance-schema:unenforced-primary-key": "true"}
+from vidprep.store.artifacts import ARTIFACTS, row_id_field as _row_id
 
 
-def _row_id() -> pa.Field:
-    return pa.field("row_id", pa.string(), nullable=False, metadata=_PRIMARY)
-
-
-def _artifact(*fields: pa.Field) -> pa.Schema:
-    return pa.schema(
-        [_row_id(), pa.field("video_id", pa.string()), pa.field("stage_key", pa.string()), *fields]
-    )
-
-
-VIDEOS = _artifact(
+# One row per video (its row_id is its video id): what the probe found.
+VIDEOS = pa.schema([
+    _row_id(),
+    pa.field("video_id", pa.string()),
+    pa.field("stage_key", pa.string()),
     # The dataset's own name for the video (a manifest id, else the file name without extension).
     pa.field("name", pa.string()),
     pa.field("source_path", pa.string()),
@@ -34,7 +24,7 @@ VIDEOS = _artifact(
     # The YCbCr matrix and range the file is tagged with, as ffprobe names them ("bt709", "tv", "unknown").
     pa.field("color_space", pa.string()),
     pa.field("color_range", pa.string()),
-)
+])
 
 # Every file path seen, with the content id it had at that size and mtime, so an unchanged file is
 # never hashed or probed twice; `error` is set where probing this exact file failed.
@@ -49,78 +39,6 @@ SOURCES = pa.schema(
         pa.field("error", pa.string()),
     ]
 )
-
-FRAMES = _artifact(
-    pa.field("frame_index", pa.int32()),
-    pa.field("timestamp", pa.float64()),
-    pa.field("jpeg", pa.binary()),
-    pa.field("width", pa.int32()),
-    pa.field("height", pa.int32()),
-)
-
-SEGMENTS = _artifact(
-    pa.field("segment_index", pa.int32()),
-    pa.field("start", pa.float64()),
-    pa.field("end", pa.float64()),
-)
-
-
-SEGMENT_CAPTIONS = _artifact(
-    pa.field("segment_index", pa.int32()),
-    pa.field("start", pa.float64()),
-    pa.field("end", pa.float64()),
-    pa.field("caption", pa.string()),
-    pa.field("confidence", pa.float64()),
-    pa.field("model", pa.string()),
-)
-
-FRAME_CAPTIONS = _artifact(
-    pa.field("position_index", pa.int32()),
-    # Where in the video the caption was asked for, as a fraction of its duration.
-    pa.field("position", pa.float64()),
-    pa.field("timestamp", pa.float64()),
-    pa.field("caption", pa.string()),
-    pa.field("confidence", pa.float64()),
-    pa.field("model", pa.string()),
-)
-
-WORD = pa.struct([
-    pa.field("start", pa.float64()),
-    pa.field("end", pa.float64()),
-    pa.field("word", pa.string()),
-    pa.field("probability", pa.float64()),
-])
-
-TRANSCRIPTS = _artifact(
-    pa.field("segment_index", pa.int32()),
-    pa.field("start", pa.float64()),
-    pa.field("end", pa.float64()),
-    pa.field("text", pa.string()),
-    pa.field("language", pa.string()),
-    pa.field("language_probability", pa.float64()),
-    pa.field("avg_logprob", pa.float64()),
-    pa.field("no_speech_prob", pa.float64()),
-    pa.field("words", pa.list_(WORD)),
-)
-
-SUMMARIES = _artifact(
-    pa.field("summary_index", pa.int32()),
-    pa.field("summary", pa.string()),
-    pa.field("model", pa.string()),
-    # How many chunks the inputs were split into to fit the model's context (1: none).
-    pa.field("chunks", pa.int32()),
-)
-
-
-def frame_embeddings(dim: int) -> pa.Schema:
-    return _artifact(
-        pa.field("frame_index", pa.int32()),
-        pa.field("timestamp", pa.float64()),
-        pa.field("vector", pa.list_(pa.float32(), dim)),
-        pa.field("model", pa.string()),
-        pa.field("description", pa.string()),
-    )
-
 
 # One row per (video, stage key) whose artifacts are completely written; readers trust nothing else.
 STAGE_DONE = pa.schema(
@@ -209,15 +127,9 @@ PREDICTIONS = pa.schema(
     ]
 )
 
-TABLES: dict[str, pa.Schema] = {
+BOOKKEEPING: dict[str, pa.Schema] = {
     "videos": VIDEOS,
     "sources": SOURCES,
-    "frames": FRAMES,
-    "segments": SEGMENTS,
-    "segment_captions": SEGMENT_CAPTIONS,
-    "frame_captions": FRAME_CAPTIONS,
-    "transcripts": TRANSCRIPTS,
-    "summaries": SUMMARIES,
     "stage_done": STAGE_DONE,
     "stage_configs": STAGE_CONFIGS,
     "failures": FAILURES,
@@ -229,10 +141,12 @@ TABLES: dict[str, pa.Schema] = {
 
 def schema_for(table: str) -> pa.Schema:
     """Schema of a table; embedding tables are named by their vector size (`frame_embeddings_384`)."""
-    if table.startswith("frame_embeddings_"):
-        return frame_embeddings(int(table.rsplit("_", 1)[1]))
-    return TABLES[table]
-
-
-def embedding_table(dim: int) -> str:
-    return f"frame_embeddings_{dim}"
+    if table in BOOKKEEPING:
+        return BOOKKEEPING[table]
+    for artifact in ARTIFACTS.values():
+        if table == artifact.table:
+            return artifact.schema
+        prefix, _, size = table.rpartition("_")
+        if prefix == artifact.table and size.isdigit():
+            return artifact.sized(int(size)).schema
+    raise KeyError(f"no table {table!r} is declared")

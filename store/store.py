@@ -10,6 +10,7 @@ import pyarrow as pa
 from lancedb.index import IvfHnswSq
 
 from vidprep.store import schema
+from vidprep.store.artifacts import FRAME_EMBEDDINGS, FRAMES, Artifact, Frame
 from vidprep.store.keys import row_id
 
 
@@ -28,64 +29,6 @@ def utcnow() -> dt.datetime:
 
 class ArtifactMissing(LookupError):
     """The asked-for artifact is not completely in the store (never computed, or still being written)."""
-
-
-@dataclass(frozen=True)
-class Frame:
-    video_id: str
-    frame_index: int
-    timestamp: float
-    jpeg: bytes
-    width: int
-    height: int
-
-
-@dataclass(frozen=True)
-class Segment:
-    video_id: str
-    segment_index: int
-    start: float
-    end: float
-
-
-@dataclass(frozen=True)
-class SegmentCaption:
-    segment_index: int
-    start: float
-    end: float
-    caption: str
-    confidence: float
-    model: str
-
-
-@dataclass(frozen=True)
-class FrameCaption:
-    position_index: int
-    position: float
-    timestamp: float
-    caption: str
-    confidence: float
-    model: str
-
-
-@dataclass(frozen=True)
-class TranscriptSegment:
-    segment_index: int
-    start: float
-    end: float
-    text: str
-    language: str
-    language_probability: float
-    avg_logprob: float
-    no_speech_prob: float
-    words: list
-
-
-@dataclass(frozen=True)
-class Transcript:
-    segments: list[TranscriptSegment]
-    # Why there is no speech, when there is none ("no audio track", "no speech detected").
-    detail: str
 
 
 @dataclass(frozen=True)
@@ -268,28 +211,43 @@ class Store:
     def videos(self) -> list[dict]:
         return self.scan("videos").to_pylist()
 
+    @staticmethod
+    def _of(video_id: str, key: str) -> str:
+        return f"video_id = {_quote(video_id)} AND stage_key = {_quote(key)}"
+
+    def read(self, artifact: Artifact, video_id: str, key: str) -> list:
+        """A video's complete rows of an artifact, as its row type, in order."""
+        self._require_done(video_id, key)
+        return artifact.rows(self.scan(artifact.table, self._of(video_id, key)).to_pylist())
+
+    def read_batches(self, artifact: Artifact, video_id: str, key: str, batch_size: int) -> Iterator[list]:
+        """`read` as a stage takes it: a streamed artifact `batch_size` rows at a time (only its order
+        column is read up front, so memory stays flat for long videos), any other as one batch."""
+        if not artifact.streamed:
+            yield self.read(artifact, video_id, key)
+            return
+        self._require_done(video_id, key)
+        where = self._of(video_id, key)
+        order = sorted(self.scan(artifact.table, where, [artifact.order])[artifact.order].to_pylist())
+        for i in range(0, len(order), batch_size):
+            first, last = order[i], order[min(i + batch_size, len(order)) - 1]
+            rows = self.scan(artifact.table, f"{where} AND {artifact.order} >= {first} AND {artifact.order} <= {last}")
+            yield artifact.rows(rows.to_pylist())
+
+    def detail(self, video_id: str, key: str) -> str:
+        """What a stage said of a video's complete artifact ("no audio track"), or ""."""
+        self._require_done(video_id, key)
+        done = self.scan("stage_done", f"row_id = {_quote(row_id(video_id, key, 'done'))}", ["detail"])
+        return done["detail"][0].as_py() or ""
+
     def _frames(self, video_id: str, key: str, where: str = "", with_jpeg: bool = True) -> list[Frame]:
         self._require_done(video_id, key)
-        condition = f"video_id = {_quote(video_id)} AND stage_key = {_quote(key)}" + where
         columns = ["video_id", "frame_index", "timestamp", "width", "height"]
-        rows = self.scan("frames", condition, columns + ["jpeg"] if with_jpeg else columns)
-        frames = [
-            Frame(jpeg=r.pop("jpeg", b""), **r) for r in rows.to_pylist()
-        ]
-        return sorted(frames, key=lambda f: f.frame_index)
+        rows = self.scan(FRAMES.table, self._of(video_id, key) + where, columns + ["jpeg"] if with_jpeg else columns)
+        return FRAMES.rows([dict(r, jpeg=r.get("jpeg", b"")) for r in rows.to_pylist()])
 
     def frames_in_range(self, video_id: str, key: str, start: float, end: float) -> list[Frame]:
         return self._frames(video_id, key, f" AND timestamp >= {float(start)} AND timestamp <= {float(end)}")
-
-    def iter_frames(self, video_id: str, key: str, batch_size: int = 64) -> Iterator[list[Frame]]:
-        """All frames of a video in order, a batch at a time, so memory stays flat for long videos."""
-        index = self._frames(video_id, key, with_jpeg=False)
-        for i in range(0, len(index), batch_size):
-            chunk = index[i : i + batch_size]
-            yield self._frames(
-                video_id, key,
-                f" AND frame_index >= {chunk[0].frame_index} AND frame_index <= {chunk[-1].frame_index}",
-            )
 
     def frames_nearest(self, video_id: str, key: str, t: float, n: int) -> list[Frame]:
         """The n frames nearest to time t, in time order (JPEGs read only for those)."""
@@ -313,46 +271,14 @@ class Store:
         wanted = ", ".join(str(index[p].frame_index) for p in picks)
         return self._frames(video_id, key, f" AND frame_index IN ({wanted})")
 
-    def segments(self, video_id: str, key: str) -> list[Segment]:
-        self._require_done(video_id, key)
-        rows = self.scan(
-            "segments",
-            f"video_id = {_quote(video_id)} AND stage_key = {_quote(key)}",
-            ["video_id", "segment_index", "start", "end"],
-        )
-        return sorted((Segment(**r) for r in rows.to_pylist()), key=lambda s: s.segment_index)
-
-    def _artifacts(self, table: str, video_id: str, key: str, order: str) -> list[dict]:
-        self._require_done(video_id, key)
-        rows = self.scan(table, f"video_id = {_quote(video_id)} AND stage_key = {_quote(key)}").to_pylist()
-        for row in rows:
-            for column in ("row_id", "video_id", "stage_key"):
-                row.pop(column)
-        return sorted(rows, key=lambda r: r[order])
-
-    def segment_captions(self, video_id: str, key: str) -> list[SegmentCaption]:
-        rows = self._artifacts("segment_captions", video_id, key, "segment_index")
-        return [SegmentCaption(**r) for r in rows]
-
-    def frame_captions(self, video_id: str, key: str) -> list[FrameCaption]:
-        return [FrameCaption(**r) for r in self._artifacts("frame_captions", video_id, key, "position_index")]
-
-    def transcript(self, video_id: str, key: str) -> Transcript:
-        rows = self._artifacts("transcripts", video_id, key, "segment_index")
-        done = self.scan("stage_done", f"row_id = {_quote(row_id(video_id, key, 'done'))}", ["detail"])
-        return Transcript(segments=[TranscriptSegment(**r) for r in rows], detail=done["detail"][0].as_py() or "")
-
-    def summary(self, video_id: str, key: str) -> str:
-        return self._artifacts("summaries", video_id, key, "summary_index")[0]["summary"]
-
     def frame_descriptions(self, video_id: str, key: str, dim: int, frame_indices: list[int]) -> dict[int, str]:
         """The embedding backend's text description of each asked frame (where it has one)."""
         self._require_done(video_id, key)
         if not frame_indices:
             return {}
         wanted = ", ".join(str(int(i)) for i in frame_indices)
-        rows = self.scan(schema.embedding_table(dim), f"video_id = {_quote(video_id)} AND stage_key = {_quote(key)} "
-                               f"AND frame_index IN ({wanted})", ["frame_index", "description"])
+        rows = self.scan(FRAME_EMBEDDINGS.sized(dim).table, self._of(video_id, key) + f" AND frame_index IN ({wanted})",
+                         ["frame_index", "description"])
         return {r["frame_index"]: r["description"] or "" for r in rows.to_pylist()}
 
     def done_stages(self, video_id: str) -> list[dict]:
@@ -364,7 +290,7 @@ class Store:
     def search(self, query: np.ndarray, key: str, video_id: str | None = None,
                k: int = 5) -> list[SearchHit]:
         """Top-k frames by cosine similarity to `query` among complete embeddings of stage `key`."""
-        name = schema.embedding_table(len(query))
+        name = FRAME_EMBEDDINGS.sized(len(query)).table
         if name not in self.table_names():
             return []
         if video_id:
@@ -398,7 +324,7 @@ class Store:
         """
         indexed = []
         for name in self.table_names():
-            if not name.startswith("frame_embeddings_"):
+            if not name.startswith(f"{FRAME_EMBEDDINGS.table}_"):
                 continue
             table = self.table(name)
             if table.count_rows() >= self.ann_min_rows and not any(

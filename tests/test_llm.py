@@ -9,6 +9,7 @@ from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
 from vidprep.store.settings import StoreSettings
 from vidprep.stages.llm import LLMClient, LLMError, LLMReplyError, image_part
+from vidprep.store.artifacts import SUMMARIES
 from vidprep.store.keys import content_id
 from vidprep.store.store import Store
 from tests.conftest import config_for
@@ -130,14 +131,14 @@ def test_llm_server_dying_mid_run_leaves_no_partial_rows_and_a_rerun_completes(t
     key = build_plan(cfg.stages).keys["summary"]
     rows = store.scan("summaries").to_pylist()
     assert len(rows) == 2 and len({r["row_id"] for r in rows}) == 2
-    summaries = {store.summary(content_id(sample_dir / n), key) for n in ("places.mp4", "short.mp4")}
+    summaries = {store.read(SUMMARIES, content_id(sample_dir / n), key)[0].summary for n in ("places.mp4", "short.mp4")}
     assert summaries == {"the only reply before the server died", "a scripted summary"}
 
 
 def test_vision_language_backends_send_the_frames_as_image_parts(server):
     from vidprep.stages.agents.vision import VisionLanguageModel
     from vidprep.stages.describers import VisionLanguageDescriber
-    from vidprep.store.store import Frame
+    from vidprep.store.artifacts import Frame
 
     jpeg = b"\xff\xd8frame\xff\xd9"
     server.default = '{"caption": "a cat on a mat", "confidence": 4}'
@@ -154,13 +155,13 @@ def test_vision_language_backends_send_the_frames_as_image_parts(server):
 
 def test_summary_of_long_inputs_is_made_in_chunks_then_combined(server):
     from vidprep.stages.summarize import SummarizeVideo
-    from vidprep.store.store import SegmentCaption, Transcript
+    from vidprep.store.artifacts import SegmentCaption
 
     captions = [SegmentCaption(i, i * 10.0, i * 10.0 + 10, f"caption of segment {i} " + "x" * 150, 0.5, "m")
                 for i in range(12)]
     server.default = '{"summary": "a scripted summary"}'
     stage = SummarizeVideo(llm=client(server), max_input_chars=1000)
-    rows = [r for batch in stage.run({"duration": 120.0}, iter([captions]), iter([Transcript([], "no audio track")]))
+    rows = [r for batch in stage.run({"duration": 120.0}, iter([captions]), iter([[]]))
             for r in batch]
     assert rows[0]["chunks"] == 3 and rows[0]["summary"] == "a scripted summary"
     assert len(server.requests) == 4, "three chunk summaries, then one combining call"

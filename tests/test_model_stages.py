@@ -8,6 +8,7 @@ import pytest
 
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
+from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS
 from vidprep.store.keys import content_id
 
 
@@ -37,13 +38,13 @@ def artifacts(precomputed, sample_dir):
 def test_transcript_of_the_speech_track(artifacts):
     store, keys, ids, truth, _ = artifacts
     speech = truth["scenes.mp4"]["speech"]
-    transcript = store.transcript(ids["scenes.mp4"], keys["transcript"])
-    text = " ".join(s.text for s in transcript.segments)
+    segments = store.read(TRANSCRIPTS, ids["scenes.mp4"], keys["transcript"])
+    text = " ".join(s.text for s in segments)
     wer = word_error_rate(_words(speech["text"]), _words(text))
     # Measured here: 0.0 (espeak-ng en-us at 130 words/min, Whisper base int8).
     assert wer <= 0.2, (wer, text)
-    assert transcript.segments[0].language == "en"
-    words = [w for s in transcript.segments for w in s.words]
+    assert segments[0].language == "en"
+    words = [w for s in segments for w in s.words]
     assert len(words) >= 12
     assert all(speech["start"] - 0.5 <= w["start"] <= w["end"] <= speech["end"] + 0.5 for w in words)
     assert all(0.0 <= w["probability"] <= 1.0 for w in words)
@@ -51,28 +52,28 @@ def test_transcript_of_the_speech_track(artifacts):
 
 def test_video_without_audio_gets_an_empty_transcript_not_a_failure(artifacts):
     store, keys, ids, _, summary = artifacts
-    transcript = store.transcript(ids["places.mp4"], keys["transcript"])
-    assert transcript.segments == [] and transcript.detail == "no audio track"
+    segments = store.read(TRANSCRIPTS, ids["places.mp4"], keys["transcript"])
+    assert segments == [] and store.detail(ids["places.mp4"], keys["transcript"]) == "no audio track"
     assert not any(f["path"].endswith("places.mp4") for f in summary.failures)
 
 
 def test_frame_captions_at_the_configured_positions(artifacts):
     store, keys, ids, _, _ = artifacts
-    captions = store.frame_captions(ids["scenes.mp4"], keys["frame_captions"])
+    captions = store.read(FRAME_CAPTIONS, ids["scenes.mp4"], keys["frame_captions"])
     assert [c.position for c in captions] == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert [c.timestamp for c in captions] == [0.0, 4.0, 8.0, 12.0, 15.0]
     assert "cat" in captions[0].caption
     assert "EXIT" in captions[2].caption and "espresso" in captions[2].caption
-    short = store.frame_captions(ids["short.mp4"], keys["frame_captions"])
+    short = store.read(FRAME_CAPTIONS, ids["short.mp4"], keys["frame_captions"])
     assert len(short) == 5 and {c.timestamp for c in short} == {0.0}
 
 
 def test_segment_captions_follow_the_scenes(artifacts):
     store, keys, ids, _, _ = artifacts
-    captions = store.segment_captions(ids["scenes.mp4"], keys["segment_captions"])
+    captions = store.read(SEGMENT_CAPTIONS, ids["scenes.mp4"], keys["segment_captions"])
     assert [(c.start, c.end) for c in captions] == [(0.0, 10.0), (10.0, 16.0)]
     assert captions[0].caption.index("cat") < captions[0].caption.index("Then:")
-    places = store.segment_captions(ids["places.mp4"], keys["segment_captions"])
+    places = store.read(SEGMENT_CAPTIONS, ids["places.mp4"], keys["segment_captions"])
     # RapidOCR drops the spaces between words of this font.
     assert "BreakingNews:SummerPalace" in places[0].caption.replace(" ", "")
 
@@ -80,7 +81,7 @@ def test_segment_captions_follow_the_scenes(artifacts):
 def test_summary_written_through_the_local_llm_server(artifacts):
     store, keys, ids, _, summary = artifacts
     for name in ("scenes.mp4", "places.mp4", "short.mp4"):
-        assert store.summary(ids[name], keys["summary"]).strip()
+        assert store.read(SUMMARIES, ids[name], keys["summary"])[0].summary.strip()
     rows = store.scan("summaries").to_pylist()
     port = os.environ["VIDPREP_LLM_PORT"]
     assert len(rows) == 3 and {r["model"] for r in rows} == {f"smollm2@http://127.0.0.1:{port}/v1"}
@@ -101,7 +102,7 @@ def test_transcript_backend_is_chosen_by_what_is_installed_and_named_in_the_key(
     auto = TranscribeSpeech()
     assert auto.backend == "faster_whisper" and auto.params()["backend"] == "faster_whisper"
     assert auto.key({}) == TranscribeSpeech(backend="faster_whisper").key({})
-    with pytest.raises(ConfigError, match="whisperx is not installed"):
+    with pytest.raises(ConfigError, match=r"needs whisperx, which is not installed: pip install 'vidprep\[whisperx\]'"):
         TranscribeSpeech(backend="whisperx")
     with pytest.raises(ConfigError, match="stages.transcript.backend"):
         TranscribeSpeech(backend="vosk")

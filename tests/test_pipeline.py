@@ -11,6 +11,7 @@ from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
 from vidprep.pipeline.runner import fit_resources, stage_resources
 from vidprep.conf.checks import ConfigError
+from vidprep.store.artifacts import TRANSCRIPTS
 from vidprep.store.keys import content_id
 from vidprep.store.settings import StoreSettings
 from tests.conftest import SHARED_VIDEOS, config_for, needs_shared_videos
@@ -136,7 +137,7 @@ def test_odd_and_bad_files_are_reported_while_good_ones_complete_and_the_store_k
     assert len(store.frames_in_range(ids["single"], keys["frames"], 0, 10)) == 1
     assert all(f.height > f.width for f in store.frames_in_range(ids["rotated"], keys["frames"], 0, 100))
     assert store.frames_in_range(ids["hevc"], keys["frames"], 0, 100)
-    speech = store.transcript(ids["nasa"], keys["transcript"]).segments
+    speech = store.read(TRANSCRIPTS, ids["nasa"], keys["transcript"])
     assert speech and any(s.text.strip() for s in speech)
     # Every row the store held before the bad inputs came is still there, unchanged.
     after = _snapshot(store)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from vidprep.pipeline.plan import build_plan
+from vidprep.store.artifacts import FRAMES, SEGMENTS
 from vidprep.store.keys import content_id
 from vidprep.store.store import ArtifactMissing, Store
 
@@ -38,8 +39,8 @@ def test_read_api(scenes):
     assert in_range[0].jpeg[:2] == b"\xff\xd8"
     assert store.frame_nearest(video_id, keys["frames"], 7.4).timestamp == 7.0
     assert [f.timestamp for f in store.evenly_spaced_frames(video_id, keys["frames"], 5)] == [0, 4, 8, 11, 15]
-    assert [(s.start, s.end) for s in store.segments(video_id, keys["segments"])] == [(0, 10), (10, 16)]
-    batches = list(store.iter_frames(video_id, keys["frames"], batch_size=6))
+    assert [(s.start, s.end) for s in store.read(SEGMENTS, video_id, keys["segments"])] == [(0, 10), (10, 16)]
+    batches = list(store.read_batches(FRAMES, video_id, keys["frames"], batch_size=6))
     assert [len(b) for b in batches] == [6, 6, 4]
 
 

@@ -4,7 +4,8 @@ with a confidence (search similarity, ASR word probability, describer score or t
 
 from dataclasses import dataclass, field
 
-from vidprep.store.store import ArtifactMissing, Frame, Store
+from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS, Frame
+from vidprep.store.store import ArtifactMissing, Store
 
 
 @dataclass
@@ -75,29 +76,29 @@ class VideoTools:
 
     def segment_captions(self, start: float = 0.0, end: float | None = None) -> ToolResult:
         end = self.duration if end is None else end
-        captions = [c for c in self.store.segment_captions(self.video_id, self._key("segment_captions"))
+        captions = [c for c in self.store.read(SEGMENT_CAPTIONS, self.video_id, self._key("segment_captions"))
                     if c.end > start and c.start <= end]
         lines = [f"[{c.start:.0f}-{c.end:.0f}s] {c.caption}" for c in captions]
         return ToolResult("\n".join(lines) or "no segment in that range",
                           _mean([c.confidence for c in captions]), [c.start for c in captions])
 
     def frame_captions(self):
-        return self.store.frame_captions(self.video_id, self._key("frame_captions"))
+        return self.store.read(FRAME_CAPTIONS, self.video_id, self._key("frame_captions"))
 
     def transcript(self, start: float = 0.0, end: float | None = None) -> ToolResult:
         end = self.duration if end is None else end
-        transcript = self.store.transcript(self.video_id, self._key("transcript"))
-        spoken = [s for s in transcript.segments if s.end > start and s.start <= end]
+        segments = self.store.read(TRANSCRIPTS, self.video_id, self._key("transcript"))
+        spoken = [s for s in segments if s.end > start and s.start <= end]
         if not spoken:
-            reason = transcript.detail or "no speech in that range"
+            reason = self.store.detail(self.video_id, self._key("transcript")) or "no speech in that range"
             return ToolResult(f"(no speech: {reason})", 1.0)
         words = [w["probability"] for s in spoken for w in s.words]
         lines = [f"[{s.start:.1f}-{s.end:.1f}s] {s.text}" for s in spoken]
         return ToolResult("\n".join(lines), _mean(words, 0.5), [s.start for s in spoken])
 
     def summary(self) -> ToolResult:
-        text = self.store.summary(self.video_id, self._key("summary"))
-        captions = self.store.segment_captions(self.video_id, self._key("segment_captions"))
+        text = self.store.read(SUMMARIES, self.video_id, self._key("summary"))[0].summary
+        captions = self.store.read(SEGMENT_CAPTIONS, self.video_id, self._key("segment_captions"))
         # The summary is only as sure as the captions it was written from.
         return ToolResult(text, _mean([c.confidence for c in captions], 0.5))
 
