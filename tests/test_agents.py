@@ -8,7 +8,8 @@ import pytest
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.questions import jsonl
 from vidprep.stages.agents.caviar import CAViAR
-from vidprep.stages.agents.tools import VideoTools
+from vidprep.stages.agents.baselines import LLoVi
+from vidprep.stages.agents.tools import ToolResult, VideoTools, tool
 from vidprep.stages.agents.traveler import TraveLER
 from vidprep.stages.agents.videoagent2 import VideoAgent2
 from vidprep.stages.agents.vision import StoredDescriptions
@@ -47,8 +48,10 @@ def test_videoagent2_stops_once_confident(setting, server):
     script(server, {"answer": 0, "confidence": 5})
     prediction = VideoAgent2(llm, confidence_threshold=4).answer(question, tools)
     assert prediction.valid and prediction.answer == 0
-    assert kinds(prediction) == ["memory", "answer", "stop"] and len(server.requests) == 1
-    memory = "\n".join(prediction.trace[0]["memory"])
+    # Phase 1's reads (summary, captions) are tool calls in the trace like any other.
+    assert kinds(prediction) == ["tool", "tool", "memory", "answer", "stop"] and len(server.requests) == 1
+    assert [s["tool"] for s in prediction.trace[:2]] == ["summary", "segment_captions"]
+    memory = "\n".join(prediction.trace[2]["memory"])
     assert "Summary:" in memory and "Segment captions:" in memory and "[0-10s]" in memory
 
 
@@ -56,15 +59,16 @@ def test_videoagent2_plans_then_adjusts_until_confident(setting, server):
     question, tools, llm = setting
     script(server,
            {"answer": 2, "confidence": 1},
-           {"steps": [{"tool": "search_frames", "query": "a cat", "start": 0, "end": 16}]},
+           {"steps": [{"tool": "search_frames", "arguments": {"query": "a cat"}}]},
            {"answer": 2, "confidence": 2},
-           {"steps": [{"tool": "transcript", "query": "", "start": 0, "end": 16}]},
+           {"steps": [{"tool": "transcript", "arguments": {"start": 0, "end": 16}}]},
            {"answer": 0, "confidence": 4})
     prediction = VideoAgent2(llm, confidence_threshold=4, max_steps=4).answer(question, tools)
     assert prediction.answer == 0
-    assert kinds(prediction) == ["memory", "answer", "plan", "tool", "answer", "adjust_plan", "tool", "answer", "stop"]
-    search = prediction.trace[3]
-    assert search["tool"] == "search_frames" and search["timestamps"] and 0 < search["confidence"] <= 1
+    assert kinds(prediction) == ["tool", "tool", "memory", "answer", "plan", "tool", "answer", "adjust_plan", "tool",
+                                 "answer", "stop"]
+    search = prediction.trace[5]
+    assert search["tool"] == "search_frames" and search["visited"] and 0 < search["confidence"] <= 1
     adjust_prompt = server.requests[3]["messages"][1]["content"]
     assert "Previous plan" in adjust_prompt and "tool confidence" in adjust_prompt
     assert "Hello and welcome" in server.requests[4]["messages"][1]["content"]
@@ -74,7 +78,7 @@ def test_videoagent2_forces_an_answer_at_the_step_limit(setting, server):
     question, tools, llm = setting
     script(server,
            {"answer": 1, "confidence": 3},
-           {"steps": [{"tool": "segment_captions", "query": "", "start": 0, "end": 10}]},
+           {"steps": [{"tool": "segment_captions", "arguments": {"start": 0, "end": 10}}]},
            {"answer": 3, "confidence": 3})
     prediction = VideoAgent2(llm, confidence_threshold=5, max_steps=1).answer(question, tools)
     assert prediction.answer == 3 and prediction.trace[-1]["reason"] == "step limit: answer forced"
@@ -93,7 +97,7 @@ def test_traveler_replans_on_insufficient_and_forces_at_the_limit(setting, serve
                                  + ["final", "stop"])
     assert sorted(prediction.trace[0]["memory"]) == ["0.0", "12.0", "15.0", "4.0", "8.0"]
     window = prediction.trace[3]
-    assert window["tool"] == "window_caption" and window["timestamps"] == [1.0, 2.0, 3.0]
+    assert window["tool"] == "describe_window" and window["visited"] == [1.0, 2.0, 3.0]
     assert "need the end" in server.requests[4]["messages"][1]["content"]
     assert prediction.trace[-1]["reason"] == "iteration limit: answer forced"
 
@@ -161,3 +165,45 @@ def test_an_unparseable_final_answer_is_invalid_not_a_guess(setting, server):
     prediction = VideoAgent2(llm).answer(question, tools)
     assert not prediction.valid and prediction.answer is None
     assert "LLMReplyError" in prediction.error and "I think it is the cat" in prediction.error
+
+
+class CountingTools(VideoTools):
+    @tool
+    def frame_count(self, start: float, end: float) -> ToolResult:
+        """How many stored frames lie between two times in seconds."""
+        frames = self.frames_in_range(start, end)
+        return ToolResult(f"{len(frames)} frames", 1.0, [f.timestamp for f in frames])
+
+
+def test_a_tool_registered_once_is_planned_shown_as_a_module_and_traced(setting, server):
+    question, plain, llm = setting
+    tools = CountingTools(plain.store, plain.keys, plain.video_id, plain.text_embedder, plain.vision)
+    script(server, {"answer": 1, "confidence": 1},
+           {"steps": [{"tool": "frame_count", "arguments": {"start": 0, "end": 4}}]},
+           {"answer": 0, "confidence": 5})
+    prediction = VideoAgent2(llm, tools=["frame_count"]).answer(question, tools)
+    plan = server.requests[1]
+    assert "- frame_count(start, end): How many stored frames lie between two times in seconds." in \
+        plan["messages"][0]["content"]
+    assert plan["response_format"]["json_schema"]["schema"]["properties"]["steps"]["items"]["anyOf"][0][
+        "properties"]["arguments"]["required"] == ["start", "end"]
+    step = prediction.trace[5]
+    assert (step["tool"], step["arguments"], step["result"], step["confidence"]) == (
+        "frame_count", {"start": 0, "end": 4}, "5 frames", 1.0)
+    assert step["visited"] == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+    server.requests.clear()
+    script(server, {"thought": "t", "code": "n = frame_count(0, 4)\nfinish(0 if n == '5 frames' else 1)"},
+           {"critique": "one", "winner": 1})
+    prediction = CAViAR(llm, strategies=[["frame_count", "finish"]]).answer(question, tools)
+    assert prediction.valid and prediction.answer == 0
+    assert 'def frame_count(start: float, end: float):\n    """How many stored frames' in \
+        server.requests[0]["messages"][0]["content"]
+    assert [s["tool"] for s in prediction.trace if s["kind"] == "tool"] == ["frame_count"]
+
+
+def test_llovi_records_every_artifact_it_reads(setting, server):
+    question, tools, llm = setting
+    script(server, {"answer": 0, "confidence": 3})
+    prediction = LLoVi(llm).answer(question, tools)
+    assert [s["tool"] for s in prediction.trace if s["kind"] == "tool"] == ["segment_captions", "transcript"]

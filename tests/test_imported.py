@@ -95,7 +95,7 @@ def test_search_and_visual_questions_run_over_the_stored_captions(imported, embe
 
     keys = build_plan(cfg.stages).keys
     tools = VideoTools(store, keys, named_video_id("5833145209"), embedder, StoredDescriptions())
-    hits = tools.search("a bird bath made of stone", k=3)
+    hits = tools.search_frames("a bird bath made of stone", k=3)
     assert "bird bath" in hits.text.lower() and len(hits.timestamps) == 3
     answer_text = tools.visual_question("what is in the water?", [4.0]).text
     captions = json.loads((NEXTQA_DEV / "captions" / "5833145209_cap.json").read_text())

@@ -89,6 +89,8 @@ class Trace:
     def __init__(self, llm: LLMClient):
         self.llm = llm
         self.steps: list[dict] = []
+        # Set while a tool runs: the tools it calls in turn are part of its step.
+        self.in_tool = False
 
     def record(self, kind: str, **fields) -> dict:
         step = {"step": len(self.steps), "kind": kind, **fields}
@@ -109,8 +111,10 @@ class Trace:
         return reply
 
     def tool(self, name: str, arguments: dict, result) -> None:
-        self.record("tool", tool=name, arguments=arguments, result=result.text,
-                    confidence=round(result.confidence, 3), timestamps=result.timestamps)
+        """A tool's call (recorded by the tool itself, see `tools.tool`)."""
+        confidence = None if result.confidence is None else round(result.confidence, 3)
+        self.record("tool", tool=name, arguments=arguments, result=result.text, confidence=confidence,
+                    visited=result.timestamps)
 
 
 class Agent:
@@ -124,7 +128,7 @@ class Agent:
         self.llm = llm
 
     def answer(self, question: Question, tools) -> Prediction:
-        trace = Trace(self.llm)
+        trace = tools.trace = Trace(self.llm)
         try:
             answer = self.solve(question, tools, trace)
         except (InvalidAnswer, LLMError) as error:

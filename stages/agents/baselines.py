@@ -22,7 +22,6 @@ class LLoVi(Agent):
 
     def solve(self, question, tools, trace: Trace):
         captions, speech = tools.segment_captions(), tools.transcript()
-        trace.tool("segment_captions", {}, captions)
         context = (f"Video length: {tools.duration:.1f} s\nCaptions:\n{captions.text}\n"
                    f"Transcript:\n{speech.text}\n\n{question_text(question)}")
         reply = trace.ask("answer", load_prompt(self.prompt), context, answer_schema(question))

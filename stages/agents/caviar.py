@@ -17,26 +17,13 @@ from vidprep.stages.agents.base import (
 )
 from vidprep.stages.prompt import load_prompt
 from vidprep.stages.agents.sandbox import Sandbox
+from vidprep.stages.agents.tools import TOOLS, ToolResult, tool
 from vidprep.conf.checks import ConfigError, check_range
 from vidprep.stages.llm import LLMClient
 
-MODULE_DOCS = {
-    "retrieval_qa": '''def retrieval_qa(query: str) -> str:
-    """Find the frames most relevant to `query` and answer it from them. Returns the answer with
-    the times of the frames used and a confidence."""''',
-    "get_segment": '''def get_segment(start: float, end: float) -> dict:
-    """The part of the video between `start` and `end` seconds: {"start", "end", "captions",
-    "transcript"}, captions and speech as text with times."""''',
-    "find_when": '''def find_when(query: str) -> list:
-    """Time ranges that may show the event or action in `query`, each {"start", "end",
-    "description", "confidence"}; favours recall, so check them."""''',
-    "asr_understanding": '''def asr_understanding(query: str) -> str:
-    """Answer `query` from the transcript of the video's speech ("no speech" when it has none)."""''',
-    "think": '''def think(question: str, context: str = "") -> str:
-    """Reason about `question` given `context` (text from earlier steps); returns the conclusion."""''',
-    "finish": '''def finish(answer) -> None:
-    """End with the final answer (see the form required below)."""''',
-}
+# `finish` ends the program; every other module is a registered tool (stages/agents/tools.py or below).
+FINISH = '''def finish(answer) -> None:
+    """End with the final answer (see the form required below)."""'''
 STRATEGIES = [
     ["retrieval_qa", "think", "finish"],
     ["get_segment", "retrieval_qa", "asr_understanding", "think", "finish"],
@@ -51,7 +38,7 @@ ANSWER_FORMS = {"mcq": "the number of the correct choice (an int)", "open": "a s
 
 
 class VideoModules:
-    """The modules of one question: plain functions over the tools, JSON in and out."""
+    """The modules of one question over the tools, JSON in and out; any registered tool is a module."""
 
     def __init__(self, tools, llm: LLMClient, trace: Trace):
         self.tools, self.llm, self.trace = tools, llm, trace
@@ -59,49 +46,71 @@ class VideoModules:
     def _ask(self, kind: str, instructions: str, text: str) -> str:
         return self.trace.ask(kind, instructions, text, TEXT_SCHEMA)["answer"]
 
-    def retrieval_qa(self, query: str) -> str:
-        hits = self.tools.search(str(query), k=3)
+    @tool
+    def retrieval_qa(self, query: str) -> ToolResult:
+        """Find the frames most relevant to `query` and answer it from them. Returns the answer with
+        the times of the frames used and a confidence."""
+        hits = self.tools.search_frames(str(query), k=3)
         result = self.tools.visual_question(str(query), hits.timestamps)
-        self.trace.tool("retrieval_qa", {"query": query}, result)
-        return f"frames at {', '.join(f'{t:.1f}s' for t in result.timestamps)}: {result.text} " \
-               f"(confidence {result.confidence:.2f})"
+        return ToolResult(f"frames at {', '.join(f'{t:.1f}s' for t in result.timestamps)}: {result.text} "
+                          f"(confidence {result.confidence:.2f})", result.confidence, result.timestamps)
 
-    def get_segment(self, start: float, end: float) -> dict:
+    @tool
+    def get_segment(self, start: float, end: float) -> ToolResult:
+        """The part of the video between `start` and `end` seconds: {"start", "end", "captions",
+        "transcript"}, captions and speech as text with times."""
         captions = self.tools.segment_captions(float(start), float(end))
         speech = self.tools.transcript(float(start), float(end))
-        self.trace.tool("get_segment", {"start": start, "end": end}, captions)
-        return {"start": float(start), "end": float(end), "captions": captions.text, "transcript": speech.text}
+        value = {"start": float(start), "end": float(end), "captions": captions.text, "transcript": speech.text}
+        return ToolResult(json.dumps(value), captions.confidence, captions.timestamps + speech.timestamps, value)
 
-    def find_when(self, query: str) -> list:
-        hits = self.tools.search(str(query), k=5)
-        self.trace.tool("find_when", {"query": query}, hits)
-        lines = hits.text.splitlines()
-        return [{"start": max(0.0, t - 1.0), "end": min(self.tools.duration, t + 1.0), "description": line,
-                 "confidence": hits.confidence} for t, line in zip(hits.timestamps, lines)]
+    @tool
+    def find_when(self, query: str) -> ToolResult:
+        """Time ranges that may show the event or action in `query`, each {"start", "end",
+        "description", "confidence"}; favours recall, so check them."""
+        hits = self.tools.search_frames(str(query), k=5)
+        value = [{"start": max(0.0, t - 1.0), "end": min(self.tools.duration, t + 1.0), "description": line,
+                  "confidence": hits.confidence} for t, line in zip(hits.timestamps, hits.text.splitlines())]
+        return ToolResult(json.dumps(value), hits.confidence, hits.timestamps, value)
 
-    def asr_understanding(self, query: str) -> str:
+    @tool
+    def asr_understanding(self, query: str) -> ToolResult:
+        """Answer `query` from the transcript of the video's speech ("no speech" when it has none)."""
         transcript = self.tools.transcript()
-        self.trace.tool("asr_understanding", {"query": query}, transcript)
-        return self._ask("asr_understanding", "Answer the query from the transcript of a video's speech.",
-                         f"Transcript:\n{transcript.text}\n\nQuery: {query}")
+        answer = self._ask("asr_understanding", "Answer the query from the transcript of a video's speech.",
+                           f"Transcript:\n{transcript.text}\n\nQuery: {query}")
+        return ToolResult(answer, transcript.confidence, transcript.timestamps)
 
-    def think(self, question: str, context: str = "") -> str:
-        return self._ask("think", "Reason step by step about the question from the context; give the conclusion.",
-                         f"Context:\n{context}\n\nQuestion: {question}")
+    @tool
+    def think(self, question: str, context: str = "") -> ToolResult:
+        """Reason about `question` given `context` (text from earlier steps); returns the conclusion."""
+        return ToolResult(self._ask("think", "Reason step by step about the question from the context; give the "
+                                    "conclusion.", f"Context:\n{context}\n\nQuestion: {question}"), None)
 
     def functions(self, names: list[str]) -> dict:
-        return {name: getattr(self, name) for name in names if name != "finish"} | {"finish": None}
+        """The sandbox's modules: each returns its tool result's value to the program."""
+        def module(name: str):
+            method = getattr(self if hasattr(self, name) else self.tools, name)
+            return lambda *args, **kwargs: _program_value(method(*args, **kwargs))
+
+        return {name: module(name) for name in names if name != "finish"} | {"finish": None}
+
+
+def _program_value(result: ToolResult):
+    return result.text if result.value is None else result.value
 
 
 class CAViAR(Agent):
     name = "caviar"
+    # 2: module headers generated from the tool registry.
+    version = 2
 
     def __init__(self, llm, strategies: list[list[str]] | None = None, max_steps: int = 6,
                  step_time_limit_s: float = 10.0, memory_mb: int = 256, agent_prompt: str = "caviar/agent_v1.txt",
                  critic_prompt: str = "caviar/critic_v1.txt", critic_examples: str = "caviar/critic_examples_v1.txt"):
         super().__init__(llm)
         self.strategies = strategies or STRATEGIES
-        unknown = {m for s in self.strategies for m in s} - set(MODULE_DOCS)
+        unknown = {m for s in self.strategies for m in s} - set(TOOLS) - {"finish"}
         if unknown or any("finish" not in s for s in self.strategies):
             raise ConfigError(f"method.strategies: unknown modules {sorted(unknown)} or a strategy without finish")
         check_range("method.max_steps", max_steps, 1)
@@ -112,7 +121,8 @@ class CAViAR(Agent):
 
     def _reason(self, question, tools, modules: list[str], trace: Trace, index: int) -> dict:
         system = load_prompt(self.agent_prompt).format(
-            modules="\n\n".join(MODULE_DOCS[m] for m in modules), answer_form=ANSWER_FORMS[question.task])
+            modules="\n\n".join(FINISH if m == "finish" else TOOLS[m].header() for m in modules),
+            answer_form=ANSWER_FORMS[question.task])
         history, answer = [], None
         sandbox = Sandbox(VideoModules(tools, self.llm, trace).functions(modules), self.step_time_limit_s,
                           self.memory_mb)

@@ -1,7 +1,16 @@
-"""The video tools every method shares: reads of one video's precomputed artifacts, each result
-with a confidence (search similarity, ASR word probability, describer score or the model's rating).
+"""The video tools every method shares, registered once: reads of one video's precomputed artifacts,
+each result with a confidence (search similarity, ASR word probability, describer score or the
+model's rating) and the timestamps it looked at.
+
+`@tool` registers a method under its name with its docstring and an argument schema made from its
+signature; every call of it lands in the question's trace (arguments, result, confidence, visited
+timestamps) without the method asking. Methods build their prompts and schemas from `TOOLS`
+(VideoAgent2's plan, CAViAR's module headers), so a new tool is one decorated method.
 """
 
+import functools
+import inspect
+import typing
 from dataclasses import dataclass, field
 
 from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS, Frame
@@ -11,11 +20,83 @@ from vidprep.store.store import ArtifactMissing, Store
 @dataclass
 class ToolResult:
     text: str
-    confidence: float
+    # How sure the tool is of `text`, 0..1; None where it has no measure (plain reasoning).
+    confidence: float | None
     timestamps: list[float] = field(default_factory=list)
+    # What a program sees (CAViAR): a value of its own where the tool returns structure, else the text.
+    value: object = None
 
     def for_prompt(self) -> str:
-        return f"{self.text}\n(tool confidence {self.confidence:.2f})"
+        sure = "" if self.confidence is None else f"\n(tool confidence {self.confidence:.2f})"
+        return self.text + sure
+
+
+_JSON_TYPES = {str: "string", float: "number", int: "integer", bool: "boolean", list: "array", dict: "object"}
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    doc: str
+    signature: inspect.Signature
+
+    @property
+    def parameters(self) -> list[inspect.Parameter]:
+        return [p for p in self.signature.parameters.values() if p.name != "self"]
+
+    def arguments_schema(self) -> dict:
+        """The JSON schema of the tool's arguments (those without a default are required)."""
+        properties = {}
+        for parameter in self.parameters:
+            kind = typing.get_origin(parameter.annotation) or parameter.annotation
+            properties[parameter.name] = {"type": _JSON_TYPES[kind]}
+            if kind is list:
+                properties[parameter.name]["items"] = {"type": _JSON_TYPES[typing.get_args(parameter.annotation)[0]]}
+        required = [p.name for p in self.parameters if p.default is inspect.Parameter.empty]
+        return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+    def header(self) -> str:
+        """The tool as a Python function header with its docstring (how CAViAR shows its modules)."""
+        def shown(p: inspect.Parameter) -> str:
+            kind = getattr(p.annotation, "__name__", None) if not typing.get_args(p.annotation) else str(p.annotation)
+            text = f"{p.name}: {kind}"
+            return text if p.default is inspect.Parameter.empty else f"{text} = {p.default!r}"
+
+        args = ", ".join(shown(p) for p in self.parameters)
+        doc = "\n    ".join(self.doc.splitlines())
+        return f'def {self.name}({args}):\n    """{doc}"""'
+
+    def line(self) -> str:
+        """The tool in one line for a prompt's tool list."""
+        args = ", ".join(p.name for p in self.parameters)
+        return f"- {self.name}({args}): {' '.join(self.doc.split())}"
+
+
+TOOLS: dict[str, Tool] = {}
+
+
+def tool(method):
+    """Register a method returning a ToolResult as a tool; its calls are recorded in `self.trace`
+    (a tool another tool calls is part of that call, not a step of its own)."""
+    signature = inspect.signature(method)
+    TOOLS[method.__name__] = Tool(method.__name__, inspect.getdoc(method), signature)
+
+    @functools.wraps(method)
+    def recorded(self, *args, **kwargs) -> ToolResult:
+        trace = self.trace
+        if trace is None or trace.in_tool:
+            return method(self, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        trace.in_tool = True
+        try:
+            result = method(self, *args, **kwargs)
+        finally:
+            trace.in_tool = False
+        trace.tool(method.__name__, {k: v for k, v in bound.arguments.items() if k != "self"}, result)
+        return result
+
+    return recorded
 
 
 def _mean(values: list[float], empty: float = 0.0) -> float:
@@ -23,12 +104,14 @@ def _mean(values: list[float], empty: float = 0.0) -> float:
 
 
 class VideoTools:
-    """Tools over one video; `visited` keeps every timestamp a tool looked at, in order."""
+    """Tools over one video; `visited` keeps every timestamp a tool looked at, in order. The agent
+    sets `trace` to the question's trace before it starts."""
 
     def __init__(self, store: Store, keys: dict[str, str], video_id: str, text_embedder, vision):
         self.store, self.keys, self.video_id = store, keys, video_id
         self.text_embedder, self.vision = text_embedder, vision
         self.visited: list[float] = []
+        self.trace = None
         self._video = store.video(video_id)
 
     @property
@@ -65,28 +148,39 @@ class VideoTools:
         self._visit([f.timestamp for f in frames])
         return frames
 
-    def search(self, query: str, k: int = 5) -> ToolResult:
+    def frame_captions(self):
+        return self.store.read(FRAME_CAPTIONS, self.video_id, self._key("frame_captions"))
+
+    def frame_descriptions(self, frames: list[Frame]) -> dict[int, str]:
+        return self.store.frame_descriptions(self.video_id, self._key("frame_embeddings"), self.text_embedder.dim,
+                                             [f.frame_index for f in frames])
+
+    @tool
+    def search_frames(self, query: str, k: int = 5) -> ToolResult:
+        """The k stored frames that best match a text query, in time order, with similarity scores."""
         vector = self.text_embedder.embed_texts([query])[0]
-        hits = self.store.search(vector, self._key("frame_embeddings"), self.video_id, k)
+        # k comes from a model's plan: keep it to a sensible range rather than fail the question.
+        hits = self.store.search(vector, self._key("frame_embeddings"), self.video_id, min(max(1, int(k)), 20))
         hits.sort(key=lambda h: h.timestamp)
         lines = [f"t={h.timestamp:.1f}s similarity {h.score:.2f}: {h.description or ''}" for h in hits]
         best = max((h.score for h in hits), default=0.0)
         return ToolResult("\n".join(lines) or "no frames", max(0.0, min(1.0, best)),
                           self._visit([h.timestamp for h in hits]))
 
-    def segment_captions(self, start: float = 0.0, end: float | None = None) -> ToolResult:
-        end = self.duration if end is None else end
+    @tool
+    def segment_captions(self, start: float = 0.0, end: float = -1.0) -> ToolResult:
+        """Captions of the segments between two times in seconds (end -1: the video's end)."""
+        end = self.duration if end < 0 else end
         captions = [c for c in self.store.read(SEGMENT_CAPTIONS, self.video_id, self._key("segment_captions"))
                     if c.end > start and c.start <= end]
         lines = [f"[{c.start:.0f}-{c.end:.0f}s] {c.caption}" for c in captions]
         return ToolResult("\n".join(lines) or "no segment in that range",
                           _mean([c.confidence for c in captions]), [c.start for c in captions])
 
-    def frame_captions(self):
-        return self.store.read(FRAME_CAPTIONS, self.video_id, self._key("frame_captions"))
-
-    def transcript(self, start: float = 0.0, end: float | None = None) -> ToolResult:
-        end = self.duration if end is None else end
+    @tool
+    def transcript(self, start: float = 0.0, end: float = -1.0) -> ToolResult:
+        """What is said between two times in seconds (end -1: the video's end)."""
+        end = self.duration if end < 0 else end
         segments = self.store.read(TRANSCRIPTS, self.video_id, self._key("transcript"))
         spoken = [s for s in segments if s.end > start and s.start <= end]
         if not spoken:
@@ -96,21 +190,25 @@ class VideoTools:
         lines = [f"[{s.start:.1f}-{s.end:.1f}s] {s.text}" for s in spoken]
         return ToolResult("\n".join(lines), _mean(words, 0.5), [s.start for s in spoken])
 
+    @tool
     def summary(self) -> ToolResult:
+        """The summary of the whole video written at precompute time."""
         text = self.store.read(SUMMARIES, self.video_id, self._key("summary"))[0].summary
         captions = self.store.read(SEGMENT_CAPTIONS, self.video_id, self._key("segment_captions"))
         # The summary is only as sure as the captions it was written from.
         return ToolResult(text, _mean([c.confidence for c in captions], 0.5))
 
+    @tool
     def visual_question(self, question: str, timestamps: list[float]) -> ToolResult:
+        """Ask about what is visible in the frames nearest to the given times in seconds (three evenly
+        spaced frames of the video when none are given)."""
         frames = [self.frame_nearest(t) for t in timestamps] if timestamps else self.evenly_spaced_frames(3)
         text, confidence = self.vision.ask(question, frames, self)
         return ToolResult(text, confidence, [f.timestamp for f in frames])
 
-    def frame_descriptions(self, frames: list[Frame]) -> dict[int, str]:
-        return self.store.frame_descriptions(self.video_id, self._key("frame_embeddings"), self.text_embedder.dim,
-                                             [f.frame_index for f in frames])
-
-    def describe_frames(self, frames: list[Frame]) -> ToolResult:
+    @tool
+    def describe_window(self, timestamp: float, size: int) -> ToolResult:
+        """A description of the `size` stored frames nearest to a time in seconds, seen together."""
+        frames = self.window(timestamp, size)
         text, confidence = self.vision.describe(frames, self)
         return ToolResult(text, confidence, [f.timestamp for f in frames])

@@ -80,16 +80,13 @@ class TraveLER(Agent):
             pick = trace.ask("retrieve", load_prompt(self.prompts["retrieve"]), f"{context}\n\nPlan: {plan}",
                              RETRIEVE_SCHEMA)
             t = min(max(0.0, float(pick["timestamp"])), tools.duration)
-            frames = tools.window(t, self.window)
-            caption = tools.describe_frames(frames)
-            trace.tool("window_caption", {"timestamp": t, "window": self.window}, caption)
+            caption = tools.describe_window(t, self.window)
             entry = [self._item(caption.text)]
             asked = trace.ask("questions", load_prompt(self.prompts["questions"]).format(count=self.questions),
                               f"{question_text(question)}\n\nPlan: {plan}\n\nCaption: {entry[0]}",
                               _questions_schema(self.questions))["questions"]
             for text in asked:
-                result = tools.visual_question(text, [f.timestamp for f in frames])
-                trace.tool("visual_question", {"question": text}, result)
+                result = tools.visual_question(text, caption.timestamps)
                 entry.append(self._item(f"Q: {text} A: {result.text} (confidence {result.confidence:.2f})"))
             memory.setdefault(f"{t:.1f}", []).extend(entry)
             if len(json.dumps(memory)) > self.max_memory_chars:

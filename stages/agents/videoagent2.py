@@ -6,6 +6,8 @@ each step. Phase 4 runs the plan's first tool call and adds its result, with the
 confidence, to memory. After `max_steps` tool calls the answer is forced.
 """
 
+import json
+
 from vidprep.stages.agents.base import (
     Agent,
     Trace,
@@ -13,43 +15,40 @@ from vidprep.stages.agents.base import (
     final_answer,
     question_text,
 )
+from vidprep.stages.agents.tools import TOOLS
 from vidprep.stages.prompt import load_prompt
-from vidprep.conf.checks import check_range
+from vidprep.conf.checks import ConfigError, check_range
 
-TOOLS = ["search_frames", "segment_captions", "transcript", "visual_question"]
-PLAN_SCHEMA = {
-    "type": "object",
-    "properties": {"steps": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
-        "type": "object",
-        "properties": {"tool": {"type": "string", "enum": TOOLS}, "query": {"type": "string"},
-                       "start": {"type": "number"}, "end": {"type": "number"}},
-        "required": ["tool", "query", "start", "end"], "additionalProperties": False}}},
-    "required": ["steps"], "additionalProperties": False,
-}
+# The paper's retrieval tools: frame search, captions, speech and visual questions about frames.
+PAPER_TOOLS = ["search_frames", "segment_captions", "transcript", "visual_question"]
+
+
+def plan_schema(tools: list[str]) -> dict:
+    """A plan of 1 to 3 calls of the given tools, each with that tool's own arguments."""
+    calls = [{"type": "object", "properties": {"tool": {"enum": [name]}, "arguments": TOOLS[name].arguments_schema()},
+              "required": ["tool", "arguments"], "additionalProperties": False} for name in tools]
+    return {"type": "object", "properties": {"steps": {"type": "array", "minItems": 1, "maxItems": 3,
+                                                       "items": {"anyOf": calls}}},
+            "required": ["steps"], "additionalProperties": False}
 
 
 class VideoAgent2(Agent):
     name = "videoagent2"
+    # 2: the plan's calls carry each registered tool's own arguments.
+    version = 2
 
     def __init__(self, llm, confidence_threshold: int = 4, max_steps: int = 4,
-                 answer_prompt: str = "videoagent2/answer_v1.txt", plan_prompt: str = "videoagent2/plan_v1.txt"):
+                 tools: list[str] | None = None,
+                 answer_prompt: str = "videoagent2/answer_v1.txt", plan_prompt: str = "videoagent2/plan_v2.txt"):
         super().__init__(llm)
         check_range("method.confidence_threshold", confidence_threshold, 0, 5)
         check_range("method.max_steps", max_steps, 0)
-        self.confidence_threshold, self.max_steps = confidence_threshold, max_steps
+        tools = PAPER_TOOLS if tools is None else tools
+        unknown = sorted(set(tools) - set(TOOLS))
+        if unknown or not tools:
+            raise ConfigError(f"method.tools: unknown tools {unknown} (known: {', '.join(sorted(TOOLS))})")
+        self.confidence_threshold, self.max_steps, self.tools = confidence_threshold, max_steps, list(tools)
         self.answer_prompt, self.plan_prompt = answer_prompt, plan_prompt
-
-    def _call_tool(self, tools, step: dict):
-        start, end = max(0.0, step["start"]), step["end"] if step["end"] > step["start"] else tools.duration
-        if step["tool"] == "search_frames":
-            return tools.search(step["query"])
-        if step["tool"] == "segment_captions":
-            return tools.segment_captions(start, end)
-        if step["tool"] == "transcript":
-            return tools.transcript(start, end)
-        frames = tools.frames_in_range(start, end)
-        picks = [f.timestamp for f in frames[:: max(1, len(frames) // 3)][:3]]
-        return tools.visual_question(step["query"], picks)
 
     def solve(self, question, tools, trace: Trace):
         summary, captions = tools.summary(), tools.segment_captions()
@@ -67,11 +66,11 @@ class VideoAgent2(Agent):
                              confidence=reply["confidence"])
                 return final_answer(question, reply, tools.duration)
             previous = f"\n\nPrevious plan: {plan['steps']}" if plan else ""
-            plan = trace.ask("plan" if plan is None else "adjust_plan", load_prompt(self.plan_prompt),
+            instructions = load_prompt(self.plan_prompt).format(tools="\n".join(TOOLS[t].line() for t in self.tools))
+            plan = trace.ask("plan" if plan is None else "adjust_plan", instructions,
                              context + f"\n\nCurrent answer: {reply} (confidence {reply['confidence']}/5)"
-                             + previous, PLAN_SCHEMA)
+                             + previous, plan_schema(self.tools))
             action = plan["steps"][0]
-            result = self._call_tool(tools, action)
-            trace.tool(action["tool"], action, result)
-            memory.append(f"Step {step + 1}: {action['tool']}({action['query']!r}, {action['start']}, "
-                          f"{action['end']}) returned:\n{result.for_prompt()}")
+            result = getattr(tools, action["tool"])(**action["arguments"])
+            memory.append(f"Step {step + 1}: {action['tool']}({json.dumps(action['arguments'])}) returned:\n"
+                          f"{result.for_prompt()}")
