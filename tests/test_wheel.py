@@ -3,7 +3,9 @@ extras it runs the whole sample from a folder whose own `pipeline.py`, `store/` 
 generic top-level names; the core alone installs from the index without the model stack."""
 
 import json
+import os
 import shutil
+import socket
 import subprocess
 import sys
 import zipfile
@@ -100,8 +102,12 @@ def test_the_core_installs_without_the_model_stack_and_names_the_extra_a_stage_n
               "ray.progress_bars=false", f"hydra.run.dir={tmp_path / 'outputs'}"]
 
     def vidprep(*args: str) -> subprocess.CompletedProcess:
+        # A port no server answers on: the test session's own local LLM server is not this install's.
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = str(probe.getsockname()[1])
         return subprocess.run([str(venv / "bin" / "vidprep"), *args], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=600)
+                              text=True, timeout=600, env=os.environ | {"VIDPREP_LLM_PORT": port})
 
     default = vidprep("precompute", *common)
     assert default.returncode == 2, default.stderr[-3000:]
