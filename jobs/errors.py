@@ -13,7 +13,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 from vidprep.pipeline.manifest import ManifestError
 from vidprep.conf.checks import ConfigError
-from vidprep.stages.llm import EndpointUnreachable
+from vidprep.stages.models.llm import EndpointUnreachable
 from vidprep.store.store import ArtifactMissing
 
 # A bad config, manifest, missing artifact or unreachable endpoint: nothing was done.

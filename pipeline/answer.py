@@ -21,8 +21,8 @@ from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.questions import first_per_type
 from vidprep.stages.agents.base import Question
 from vidprep.stages.agents.tools import VideoTools
-from vidprep.stages.llm import api_keys, check_endpoints
-from vidprep.stages.prompt import is_prompt, prompt_hash
+from vidprep.stages.models.llm import api_keys, check_endpoints
+from vidprep.stages.prompts import is_prompt, prompt_hash
 from vidprep.conf.checks import check_range
 from vidprep.store.keys import stage_key
 from vidprep.store.store import ArtifactMissing, utcnow

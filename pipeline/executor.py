@@ -5,7 +5,8 @@ mark complete. Knows nothing of Ray, so the same code runs in a test, a script o
 import time
 import traceback
 
-from vidprep.stages.base import Stage, StageError
+from vidprep.stages.base import Stage
+from vidprep.stages.media import VideoError
 from vidprep.store.artifacts import Artifact
 from vidprep.store.keys import row_id
 from vidprep.store.store import Store
@@ -38,8 +39,8 @@ def run_stage(store: Store, stage: Stage, key: str, inputs: list[tuple[Artifact,
 
 
 def describe_error(error: BaseException) -> str:
-    """The user-facing reason: a StageError's own message, anything else with its type and origin."""
-    if isinstance(error, StageError):
+    """The user-facing reason: a VideoError's own message, anything else with its type and origin."""
+    if isinstance(error, VideoError):
         return str(error)
     origin = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
     where = f" (at {origin.filename}:{origin.lineno})" if origin else ""

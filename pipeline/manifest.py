@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from vidprep.stages.media import is_uri, object_store
+from vidprep.stages.media.files import is_uri, object_store
 
 MANIFEST_SUFFIXES = {".csv", ".jsonl", ".json", ".parquet"}
 VIDEO_SUFFIXES = {".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".ts", ".flv", ".wmv"}

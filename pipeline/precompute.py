@@ -17,8 +17,8 @@ from vidprep.pipeline.manifest import read_manifest
 from vidprep.pipeline.plan import Plan, build_plan
 from vidprep.pipeline.runner import init_ray, stage_maps
 from vidprep.conf.checks import ConfigError
-from vidprep.stages.llm import check_endpoints
-from vidprep.stages.media import file_info
+from vidprep.stages.models.llm import check_endpoints
+from vidprep.stages.media.files import file_info
 from vidprep.store.settings import StoreSettings
 from vidprep.store.store import Store, utcnow
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from vidprep.pipeline.manifest import ManifestError
 from vidprep.stages.agents.base import TASKS, Question
-from vidprep.stages.media import is_uri
+from vidprep.stages.media.files import is_uri
 
 def first_per_type(questions: list[Question], n: int) -> list[Question]:
     """The first n questions of each qtype, in dataset order: a small run that still covers every type

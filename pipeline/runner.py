@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from vidprep.pipeline.executor import describe_error, run_stage
 from vidprep.pipeline.plan import Plan, build_stage
 from vidprep.conf.checks import ConfigError, check_range
-from vidprep.stages.llm import PROCESS_USAGE, api_keys
+from vidprep.stages.models.llm import PROCESS_USAGE, api_keys
 from vidprep.store.settings import StoreSettings
 from vidprep.store.store import Store
 

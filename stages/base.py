@@ -13,10 +13,6 @@ from vidprep.store.artifacts import Artifact
 from vidprep.store.keys import stage_key
 
 
-class StageError(RuntimeError):
-    """A stage could not process a video; the message says why, in the user's terms."""
-
-
 def evenly_spaced(items: list, n: int) -> list:
     """n items spread evenly from first to last (the middle one for n=1); all of them when there are fewer."""
     if len(items) <= n:

@@ -9,10 +9,11 @@ from PIL import Image
 
 from vidprep.conf.checks import ConfigError
 
-from vidprep.stages.base import Stage, StageError, runtime
+from vidprep.stages.base import Stage, runtime
+from vidprep.stages.media import VideoError
 from vidprep.store.artifacts import FRAMES
-from vidprep.stages.ffmpeg import DecodeReport, stream_frames
-from vidprep.stages.media import local_file
+from vidprep.stages.media.ffmpeg import DecodeReport, stream_frames
+from vidprep.stages.media.files import local_file
 
 MIN_FPS, MAX_FPS = 0.001, 240
 
@@ -114,7 +115,7 @@ class DecodeFrames(Stage):
         if batch:
             yield batch
         if not times:
-            raise StageError(f"no frame could be decoded: {report.reason}")
+            raise VideoError(f"no frame could be decoded: {report.reason}")
         if report.returncode == 0 and not report.errors:
             return ""
         source_interval = 1 / video["fps"] if video.get("fps") else 0.0

@@ -16,7 +16,7 @@ class EmbedFrames(Stage):
     stateful = True
     resources = {"num_cpus": 1, "concurrency": 1}
 
-    # A backend from stages.embedders (built from conf/model/).
+    # A backend from stages.models.embedders (built from conf/model/).
     embedder: object = runtime(None)
 
     def params(self) -> dict:

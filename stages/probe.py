@@ -3,9 +3,9 @@
 import dataclasses
 from fractions import Fraction
 
-from vidprep.stages.base import StageError
-from vidprep.stages.ffmpeg import ffprobe
-from vidprep.stages.media import file_info, local_file
+from vidprep.stages.media import VideoError
+from vidprep.stages.media.ffmpeg import ffprobe
+from vidprep.stages.media.files import file_info, local_file
 from vidprep.store.keys import content_id
 
 
@@ -35,10 +35,10 @@ class ProbeVideo:
     def run(self, path: str) -> dict:
         found = file_info(path)
         if found is None:
-            raise StageError("no such file")
+            raise VideoError("no such file")
         size = found[0]
         if size == 0:
-            raise StageError("empty file (0 bytes)")
+            raise VideoError("empty file (0 bytes)")
         local = local_file(path)
         info = ffprobe(local, self.timeout_s)
         streams = info.get("streams", [])
@@ -48,10 +48,10 @@ class ProbeVideo:
             None,
         )
         if video is None:
-            raise StageError("no video stream")
+            raise VideoError("no video stream")
         duration = float(video.get("duration") or info.get("format", {}).get("duration") or 0.0)
         if duration <= 0:
-            raise StageError("unknown or zero duration")
+            raise VideoError("unknown or zero duration")
         width, height = int(video.get("width", 0)), int(video.get("height", 0))
         if abs(_rotation(video)) % 180 == 90:
             width, height = height, width

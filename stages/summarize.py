@@ -8,7 +8,7 @@ from vidprep.conf.checks import ConfigError
 
 from vidprep.stages.base import Stage, runtime
 from vidprep.store.artifacts import SUMMARIES
-from vidprep.stages.prompt import load_prompt, prompt_hash
+from vidprep.stages.prompts import load_prompt, prompt_hash
 
 SCHEMA = {
     "type": "object",

@@ -14,8 +14,8 @@ from vidprep.conf.checks import ConfigError, require
 
 from vidprep.stages.base import Stage, runtime
 from vidprep.store.artifacts import TRANSCRIPTS
-from vidprep.stages.ffmpeg import decode_audio
-from vidprep.stages.media import local_file
+from vidprep.stages.media.ffmpeg import decode_audio
+from vidprep.stages.media.files import local_file
 
 RATE = 16000
 

@@ -86,6 +86,6 @@ def precomputed(tmp_path_factory, sample_dir, ray_session, local_llm):
 
 @pytest.fixture(scope="session")
 def embedder():
-    from vidprep.stages.embedders import LabelTextEmbedder
+    from vidprep.stages.models.embedders import LabelTextEmbedder
 
     return LabelTextEmbedder()

@@ -13,7 +13,7 @@ from vidprep.stages.agents.tools import ToolResult, VideoTools, tool
 from vidprep.stages.agents.traveler import TraveLER
 from vidprep.stages.agents.videoagent2 import VideoAgent2
 from vidprep.stages.agents.vision import StoredDescriptions
-from vidprep.stages.llm import LLMClient
+from vidprep.stages.models.llm import LLMClient
 from vidprep.store.keys import content_id
 from tests.scripted_llm import ScriptedLLM
 

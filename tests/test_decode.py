@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vidprep.stages.base import StageError
+from vidprep.stages.media import VideoError
 from vidprep.stages.decode import DecodeFrames
 from vidprep.stages.probe import ProbeVideo
 from tests.conftest import SHARED_VIDEOS, needs_shared_videos
@@ -114,7 +114,7 @@ def test_a_file_with_nothing_decodable_fails_with_ffmpegs_reason(tmp_path):
     data[mdat:] = bytes(len(data) - mdat)  # the index survives, every frame's bytes are zeros
     broken = tmp_path / "zeroed.mp4"
     broken.write_bytes(bytes(data))
-    with pytest.raises(StageError, match="no frame could be decoded"):
+    with pytest.raises(VideoError, match="no frame could be decoded"):
         run_stage(DecodeFrames(), ProbeVideo().run(str(broken)))
 
 
@@ -193,11 +193,11 @@ def test_bad_files_fail_at_probe_with_reason(tmp_path, sample_dir):
     empty.write_bytes(b"")
     text = tmp_path / "notes.mp4"
     text.write_text("just some text, not a video\n" * 50)
-    with pytest.raises(StageError, match="empty file"):
+    with pytest.raises(VideoError, match="empty file"):
         ProbeVideo().run(str(empty))
-    with pytest.raises(StageError, match="Invalid data"):
+    with pytest.raises(VideoError, match="Invalid data"):
         ProbeVideo().run(str(text))
-    with pytest.raises(StageError, match="no such file"):
+    with pytest.raises(VideoError, match="no such file"):
         ProbeVideo().run(str(tmp_path / "missing.mp4"))
 
 

@@ -8,7 +8,7 @@ import pytest
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
 from vidprep.store.settings import StoreSettings
-from vidprep.stages.llm import LLMClient, LLMError, LLMReplyError, image_part
+from vidprep.stages.models.llm import LLMClient, LLMError, LLMReplyError, image_part
 from vidprep.store.artifacts import SUMMARIES
 from vidprep.store.keys import content_id
 from vidprep.store.store import Store
@@ -137,7 +137,7 @@ def test_llm_server_dying_mid_run_leaves_no_partial_rows_and_a_rerun_completes(t
 
 def test_vision_language_backends_send_the_frames_as_image_parts(server):
     from vidprep.stages.agents.vision import VisionLanguageModel
-    from vidprep.stages.describers import VisionLanguageDescriber
+    from vidprep.stages.models.describers import VisionLanguageDescriber
     from vidprep.store.artifacts import Frame
 
     jpeg = b"\xff\xd8frame\xff\xd9"

@@ -36,7 +36,7 @@ def test_the_wheel_holds_every_module_and_pins_no_torch(wheel):
     # Hydra takes launchers only from its `hydra_plugins` namespace.
     assert all(n.startswith(("vidprep/", "vidprep-", "hydra_plugins/vidprep_ray_launcher/")) for n in names), names
     for module in ("vidprep/stages/agents/caviar.py", "vidprep/stages/prompts/caviar/agent_v1.txt",
-                   "vidprep/conf/config.yaml", "vidprep/stages/data/imagenet_labels.txt",
+                   "vidprep/conf/config.yaml", "vidprep/stages/models/data/imagenet_labels.txt",
                    "hydra_plugins/vidprep_ray_launcher/__init__.py"):
         assert module in names
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA"))).decode()

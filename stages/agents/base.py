@@ -4,7 +4,7 @@ of every step (prompt, reply, tool call, result, confidence, tokens, time) and t
 import time
 from dataclasses import asdict, dataclass, field, replace
 
-from vidprep.stages.llm import LLMClient, LLMError
+from vidprep.stages.models.llm import LLMClient, LLMError
 
 # "mcq" (answer: choice index), "open" (answer: text) and "rtl", reasoning temporal localisation
 # (answer: [start, end] in seconds).

@@ -10,7 +10,7 @@ from vidprep.stages.agents.base import (
     final_answer,
     question_text,
 )
-from vidprep.stages.prompt import load_prompt
+from vidprep.stages.prompts import load_prompt
 
 
 class LLoVi(Agent):

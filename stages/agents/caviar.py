@@ -15,11 +15,11 @@ from vidprep.stages.agents.base import (
     final_answer,
     question_text,
 )
-from vidprep.stages.prompt import load_prompt
+from vidprep.stages.prompts import load_prompt
 from vidprep.stages.agents.sandbox import Sandbox
 from vidprep.stages.agents.tools import TOOLS, ToolResult, tool
 from vidprep.conf.checks import ConfigError, check_range
-from vidprep.stages.llm import LLMClient
+from vidprep.stages.models.llm import LLMClient
 
 # `finish` ends the program; every other module is a registered tool (stages/agents/tools.py or below).
 FINISH = '''def finish(answer) -> None:

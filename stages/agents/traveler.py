@@ -20,7 +20,7 @@ from vidprep.stages.agents.base import (
     final_answer,
     question_text,
 )
-from vidprep.stages.prompt import load_prompt
+from vidprep.stages.prompts import load_prompt
 from vidprep.conf.checks import check_range
 from vidprep.stages.base import evenly_spaced
 

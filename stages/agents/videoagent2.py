@@ -16,7 +16,7 @@ from vidprep.stages.agents.base import (
     question_text,
 )
 from vidprep.stages.agents.tools import TOOLS
-from vidprep.stages.prompt import load_prompt
+from vidprep.stages.prompts import load_prompt
 from vidprep.conf.checks import ConfigError, check_range
 
 # The paper's retrieval tools: frame search, captions, speech and visual questions about frames.

@@ -7,8 +7,8 @@ the segments around them), LLoVi-style; a vision-language model instead sees the
 
 import functools
 
-from vidprep.stages.prompt import load_prompt, prompt_hash
-from vidprep.stages.llm import LLMClient, image_part
+from vidprep.stages.prompts import load_prompt, prompt_hash
+from vidprep.stages.models.llm import LLMClient, image_part
 
 
 class StoredDescriptions:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from vidprep.conf.checks import ConfigError
 
-PROMPTS = Path(__file__).parent / "prompts"
+PROMPTS = Path(__file__).parent
 
 
 def load_prompt(name: str) -> str:

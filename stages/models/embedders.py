@@ -12,7 +12,7 @@ import numpy as np
 from PIL import Image
 
 from vidprep.conf.checks import ConfigError, require
-from vidprep.stages.vision import ImageNetClassifier
+from vidprep.stages.models.vision import ImageNetClassifier
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

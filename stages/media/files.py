@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from vidprep.stages.base import StageError
+from vidprep.stages.media import VideoError
 
 # Bytes of copies a node keeps; older copies are removed first once a new copy passes this.
 CACHE_LIMIT_BYTES = int(float(os.environ.get("VIDPREP_MEDIA_CACHE_GB", "20")) * 2**30)
@@ -77,7 +77,7 @@ def local_file(path: str) -> str:
         return path
     info = file_info(path)
     if info is None:
-        raise StageError("no such object")
+        raise VideoError("no such object")
     cache = _cache_dir()
     # Named by the URI and the object's size and time, so a changed object is fetched again.
     copy = cache / (hashlib.sha256(f"{path}\0{info}".encode()).hexdigest()[:32] + Path(urlparse(path).path).suffix)

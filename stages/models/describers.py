@@ -6,9 +6,9 @@ vision-language model (shipped models) or a real one behind the LLM layer (frame
 
 import functools
 
-from vidprep.stages.llm import LLMClient, image_part
-from vidprep.stages.prompt import load_prompt, prompt_hash
-from vidprep.stages.vision import ImageNetClassifier, TextReader
+from vidprep.stages.models.llm import LLMClient, image_part
+from vidprep.stages.prompts import load_prompt, prompt_hash
+from vidprep.stages.models.vision import ImageNetClassifier, TextReader
 
 
 

@@ -10,7 +10,7 @@ import threading
 import warnings
 from collections.abc import Generator
 
-from vidprep.stages.base import StageError
+from vidprep.stages.media import VideoError
 
 # LanceDB warns on every fork; ffmpeg and ffprobe are exec'd straight after it, touching no state.
 warnings.filterwarnings("ignore", message="lancedb fork support is experimental")
@@ -19,18 +19,18 @@ warnings.filterwarnings("ignore", message="lancedb fork support is experimental"
 def binary(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        raise StageError(f"{name} not found on PATH: install ffmpeg (e.g. `apt-get install ffmpeg`)")
+        raise VideoError(f"{name} not found on PATH: install ffmpeg (e.g. `apt-get install ffmpeg`)")
     return path
 
 
 def _output(cmd: list[str], timeout_s: float, what: str) -> bytes:
-    """The stdout of a bounded ffmpeg/ffprobe run; a StageError with its last stderr lines otherwise."""
+    """The stdout of a bounded ffmpeg/ffprobe run; a VideoError with its last stderr lines otherwise."""
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        raise StageError(f"{what} timed out after {timeout_s:.0f} s") from None
+        raise VideoError(f"{what} timed out after {timeout_s:.0f} s") from None
     if done.returncode != 0:
-        raise StageError(f"{what} failed: {_last_lines(done.stderr.decode(errors='replace'))}")
+        raise VideoError(f"{what} failed: {_last_lines(done.stderr.decode(errors='replace'))}")
     return done.stdout
 
 
@@ -87,7 +87,7 @@ def stream_frames(args: list[str], timeout_s: float) -> Generator[tuple[bytes, f
     The filter graph in `args` must end in `showinfo`, whose per-frame line gives each frame's own
     timestamp. Memory stays at one read buffer plus one frame whatever the video's length. Decoding
     goes on past damaged data; what ffmpeg logged as errors comes back in the DecodeReport, for the
-    caller to judge. Killed past its timeout (a StageError).
+    caller to judge. Killed past its timeout (a VideoError).
     """
     process = subprocess.Popen(
         [binary("ffmpeg"), "-nostdin", "-hide_banner", "-nostats", "-loglevel", "level+info", *args],
@@ -122,7 +122,7 @@ def stream_frames(args: list[str], timeout_s: float) -> Generator[tuple[bytes, f
                     # showinfo logs a frame before the encoder writes it, so its time is already on its way.
                     time = times.get(timeout=30)
                 except queue.Empty:
-                    raise StageError("ffmpeg wrote a frame without its showinfo timestamp") from None
+                    raise VideoError("ffmpeg wrote a frame without its showinfo timestamp") from None
                 yield buffer[start : end + 2], time
                 buffer = buffer[end + 2 :]
         process.wait()
@@ -133,7 +133,7 @@ def stream_frames(args: list[str], timeout_s: float) -> Generator[tuple[bytes, f
             process.wait()
         log.join(timeout=5)
     if killer.fired:
-        raise StageError(f"ffmpeg timed out after {timeout_s:.0f} s and was killed")
+        raise VideoError(f"ffmpeg timed out after {timeout_s:.0f} s and was killed")
     return DecodeReport(process.returncode, errors)
 
 
