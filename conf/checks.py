@@ -65,10 +65,12 @@ def check_types(config, where: str = "") -> None:
         raise ConfigError(f"{where}.{key} must be {kinds}, got {value!r}")
 
 
-def check_range(setting: str, value, low, high=None) -> None:
-    """ConfigError naming the setting and its allowed range unless low <= value (<= high)."""
-    allowed = f"in {low}..{high}" if high is not None else f">= {low}"
+def check_range(setting: str, value, low, high=None, unit: str = "", above: bool = False) -> None:
+    """ConfigError naming the setting and its allowed range unless low <= value (<= high); with
+    `above`, low itself is out (low < value)."""
+    allowed = (f"in {low}..{high}" if high is not None else f"> {low}" if above else f">= {low}") + \
+        (f" {unit}" if unit else "")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{setting} must be a number {allowed}, got {value!r}")
-    if value < low or high is not None and value > high:
+    if value < low or above and value == low or high is not None and value > high:
         raise ConfigError(f"{setting} must be {allowed}, got {value}")

@@ -3,7 +3,7 @@
 import dataclasses
 from collections.abc import Iterator
 
-from vidprep.conf.checks import ConfigError
+from vidprep.conf.checks import check_range
 
 from vidprep.stages.base import Stage, evenly_spaced, runtime
 from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS
@@ -23,8 +23,7 @@ class CaptionSegments(Stage):
     frames_per_segment: int = 3
 
     def __post_init__(self):
-        if self.frames_per_segment < 1:
-            raise ConfigError(f"stages.segment_captions.frames_per_segment must be >= 1, got {self.frames_per_segment}")
+        check_range("stages.segment_captions.frames_per_segment", self.frames_per_segment, 1)
 
     def params(self) -> dict:
         return {"model": self.describer.model_id, "frames_per_segment": self.frames_per_segment}
@@ -72,8 +71,7 @@ class CaptionFrames(Stage):
     positions: int = 5
 
     def __post_init__(self):
-        if self.positions < 1:
-            raise ConfigError(f"stages.frame_captions.positions must be >= 1, got {self.positions}")
+        check_range("stages.frame_captions.positions", self.positions, 1)
 
     def params(self) -> dict:
         return {"model": self.describer.model_id, "positions": self.positions}

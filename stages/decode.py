@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from PIL import Image
 
-from vidprep.conf.checks import ConfigError
+from vidprep.conf.checks import check_range
 
 from vidprep.stages.base import Stage, runtime
 from vidprep.stages.media import VideoError
@@ -76,12 +76,9 @@ class DecodeFrames(Stage):
 
     def __post_init__(self):
         # Below one frame per ~17 minutes a video is no longer sampled; above 240 there is nothing to sample.
-        if not MIN_FPS <= self.fps <= MAX_FPS:
-            raise ConfigError(f"stages.frames.fps must be in {MIN_FPS}..{MAX_FPS} frames per second, got {self.fps}")
-        if not 16 <= self.max_side <= 8192:
-            raise ConfigError(f"stages.frames.max_side must be in 16..8192 pixels, got {self.max_side}")
-        if not 2 <= self.jpeg_qscale <= 31:
-            raise ConfigError(f"stages.frames.jpeg_qscale must be in 2..31, got {self.jpeg_qscale}")
+        check_range("stages.frames.fps", self.fps, MIN_FPS, MAX_FPS, "frames per second")
+        check_range("stages.frames.max_side", self.max_side, 16, 8192, "pixels")
+        check_range("stages.frames.jpeg_qscale", self.jpeg_qscale, 2, 31)
 
     def ffmpeg_args(self, path: str, video: dict) -> list[str]:
         side, interval = self.max_side, f"floor(t*{self.fps}+1e-6)"

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from vidprep.conf.checks import ConfigError
+from vidprep.conf.checks import ConfigError, check_range
 
 from vidprep.stages.base import Stage, evenly_spaced, runtime
 from vidprep.store.artifacts import FRAME_CAPTIONS, FRAMES, SEGMENT_CAPTIONS
@@ -95,8 +95,7 @@ class ImportedCaptions(Stage):
             raise ConfigError(f"captions format must be one of {', '.join(FORMATS)}, got {self.format!r}")
         if not self.path or not Path(self.path).exists():
             raise ConfigError(f"captions path {self.path!r} does not exist")
-        if self.seconds_per_caption <= 0:
-            raise ConfigError(f"seconds_per_caption must be > 0, got {self.seconds_per_caption}")
+        check_range("seconds_per_caption", self.seconds_per_caption, 0, above=True)
 
     @functools.cached_property
     def _files(self) -> list[Path]:
@@ -169,9 +168,7 @@ class GroupCaptions(Stage):
     captions_per_segment: int = 1
 
     def __post_init__(self):
-        if self.captions_per_segment < 1:
-            raise ConfigError(f"stages.segment_captions.captions_per_segment must be >= 1, "
-                              f"got {self.captions_per_segment}")
+        check_range("stages.segment_captions.captions_per_segment", self.captions_per_segment, 1)
 
     def run(self, video: dict, captions: Iterator[list], segments: Iterator[list]) -> Iterator[list[dict]]:
         frame_captions = [c for batch in captions for c in batch]

@@ -4,7 +4,7 @@ import dataclasses
 import math
 from collections.abc import Iterator
 
-from vidprep.conf.checks import ConfigError
+from vidprep.conf.checks import check_range
 
 from vidprep.stages.base import Stage
 from vidprep.store.artifacts import SEGMENTS
@@ -20,8 +20,7 @@ class CutSegments(Stage):
     seconds: float = 10.0
 
     def __post_init__(self):
-        if self.seconds <= 0:
-            raise ConfigError(f"stages.segments.seconds must be > 0, got {self.seconds}")
+        check_range("stages.segments.seconds", self.seconds, 0, above=True)
 
     def run(self, video: dict) -> Iterator[list[dict]]:
         duration = video["duration"]

