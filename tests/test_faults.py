@@ -13,6 +13,7 @@ import pytest
 from vidprep.pipeline.answer import answer
 from vidprep.pipeline.plan import build_plan
 from vidprep.store.settings import StoreSettings
+from vidprep.store.artifacts import SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS
 from vidprep.store.keys import content_id
 from vidprep.store.store import ArtifactMissing, Store
 from tests.conftest import config_for
@@ -46,10 +47,10 @@ def test_two_jobs_on_one_store_write_one_copy_and_readers_see_only_complete_arti
             continue
         store = Store(uri)
         for video in videos:
-            for name, read in (("segment_captions", store.segment_captions), ("summary", store.summary),
-                               ("transcript", store.transcript)):
+            for name, artifact in (("segment_captions", SEGMENT_CAPTIONS), ("summary", SUMMARIES),
+                                   ("transcript", TRANSCRIPTS)):
                 try:
-                    seen[(video, name)] = read(video, keys[name])
+                    seen[(video, name)] = store.read(artifact, video, keys[name])
                 except ArtifactMissing:
                     misses += 1
         time.sleep(0.5)
@@ -65,9 +66,8 @@ def test_two_jobs_on_one_store_write_one_copy_and_readers_see_only_complete_arti
     # What a reader got while the jobs ran was the finished artifact, never a part of it.
     assert seen and misses
     for (video, name), value in seen.items():
-        read = {"segment_captions": final.segment_captions, "summary": final.summary,
-                "transcript": final.transcript}[name]
-        assert value == read(video, keys[name]), (video, name)
+        artifact = {"segment_captions": SEGMENT_CAPTIONS, "summary": SUMMARIES, "transcript": TRANSCRIPTS}[name]
+        assert value == final.read(artifact, video, keys[name]), (video, name)
 
 
 @pytest.fixture()
