@@ -45,7 +45,7 @@ def kinds(prediction) -> list[str]:
 
 def test_videoagent2_stops_once_confident(setting, server):
     question, tools, llm = setting
-    script(server, {"answer": 0, "confidence": 5})
+    script(server, {"reasoning": "the first scene shows a cat", "answer": 0, "confidence": 5})
     prediction = VideoAgent2(llm, confidence_threshold=4).answer(question, tools)
     assert prediction.valid and prediction.answer == 0
     # Phase 1's reads (summary, captions) are tool calls in the trace like any other.
@@ -58,11 +58,11 @@ def test_videoagent2_stops_once_confident(setting, server):
 def test_videoagent2_plans_then_adjusts_until_confident(setting, server):
     question, tools, llm = setting
     script(server,
-           {"answer": 2, "confidence": 1},
-           {"steps": [{"tool": "search_frames", "arguments": {"query": "a cat"}}]},
-           {"answer": 2, "confidence": 2},
-           {"steps": [{"tool": "transcript", "arguments": {"start": 0, "end": 16}}]},
-           {"answer": 0, "confidence": 4})
+           {"reasoning": "r", "answer": 2, "confidence": 1},
+           {"reasoning": "r", "steps": [{"tool": "search_frames", "arguments": {"query": "a cat"}}]},
+           {"reasoning": "r", "answer": 2, "confidence": 2},
+           {"reasoning": "r", "steps": [{"tool": "transcript", "arguments": {"start": 0, "end": 16}}]},
+           {"reasoning": "r", "answer": 0, "confidence": 4})
     prediction = VideoAgent2(llm, confidence_threshold=4, max_steps=4).answer(question, tools)
     assert prediction.answer == 0
     assert kinds(prediction) == ["tool", "tool", "memory", "answer", "plan", "tool", "answer", "adjust_plan", "tool",
@@ -77,9 +77,9 @@ def test_videoagent2_plans_then_adjusts_until_confident(setting, server):
 def test_videoagent2_forces_an_answer_at_the_step_limit(setting, server):
     question, tools, llm = setting
     script(server,
-           {"answer": 1, "confidence": 3},
-           {"steps": [{"tool": "segment_captions", "arguments": {"start": 0, "end": 10}}]},
-           {"answer": 3, "confidence": 3})
+           {"reasoning": "r", "answer": 1, "confidence": 3},
+           {"reasoning": "r", "steps": [{"tool": "segment_captions", "arguments": {"start": 0, "end": 10}}]},
+           {"reasoning": "r", "answer": 3, "confidence": 3})
     prediction = VideoAgent2(llm, confidence_threshold=5, max_steps=1).answer(question, tools)
     assert prediction.answer == 3 and prediction.trace[-1]["reason"] == "step limit: answer forced"
 
@@ -178,9 +178,9 @@ class CountingTools(VideoTools):
 def test_a_tool_registered_once_is_planned_shown_as_a_module_and_traced(setting, server):
     question, plain, llm = setting
     tools = CountingTools(plain.store, plain.keys, plain.video_id, plain.text_embedder, plain.vision)
-    script(server, {"answer": 1, "confidence": 1},
-           {"steps": [{"tool": "frame_count", "arguments": {"start": 0, "end": 4}}]},
-           {"answer": 0, "confidence": 5})
+    script(server, {"reasoning": "r", "answer": 1, "confidence": 1},
+           {"reasoning": "r", "steps": [{"tool": "frame_count", "arguments": {"start": 0, "end": 4}}]},
+           {"reasoning": "r", "answer": 0, "confidence": 5})
     prediction = VideoAgent2(llm, tools=["frame_count"]).answer(question, tools)
     plan = server.requests[1]
     assert "- frame_count(start, end): How many stored frames lie between two times in seconds." in \
@@ -207,3 +207,62 @@ def test_llovi_records_every_artifact_it_reads(setting, server):
     script(server, {"answer": 0, "confidence": 3})
     prediction = LLoVi(llm).answer(question, tools)
     assert [s["tool"] for s in prediction.trace if s["kind"] == "tool"] == ["segment_captions", "transcript"]
+
+
+def _schema(request) -> dict:
+    return request["response_format"]["json_schema"]["schema"]
+
+
+def test_videoagent2_reasons_before_it_answers_and_plans_and_weighs_tool_confidence(setting, server):
+    question, tools, llm = setting
+    script(server, {"reasoning": "r", "answer": 2, "confidence": 1},
+           {"reasoning": "r", "steps": [{"tool": "search_frames", "arguments": {"query": "a cat"}}]},
+           {"reasoning": "r", "answer": 0, "confidence": 5})
+    prediction = VideoAgent2(llm).answer(question, tools)
+    assert prediction.valid
+    answer, plan = server.requests[0], server.requests[1]
+    assert list(_schema(answer)["properties"])[0] == "reasoning" and list(_schema(plan)["properties"])[0] == "reasoning"
+    for request in (answer, plan):
+        system = request["messages"][0]["content"]
+        assert "Think step by step first" in system and "tool confidence between 0" in system
+    assert "(tool confidence " in server.requests[2]["messages"][1]["content"]
+
+
+def test_videoagent2_ablations_switch_off_tool_confidence_plan_adjustment_reasoning_and_summary(setting, server):
+    question, tools, llm = setting
+    # Setting 3 of the paper (no tool confidence, no plan adjustment, no chain of thought), without S.
+    script(server, {"answer": 2, "confidence": 1},
+           {"steps": [{"tool": "segment_captions", "arguments": {"start": 0, "end": 8}},
+                      {"tool": "transcript", "arguments": {"start": 0, "end": 16}}]},
+           {"answer": 2, "confidence": 1}, {"answer": 1, "confidence": 2})
+    agent = VideoAgent2(llm, tool_confidence=False, adjust_plan=False, chain_of_thought=False, summary=False)
+    prediction = agent.answer(question, tools)
+    # One plan, its two calls in turn, then the answer is forced: the plan is done.
+    assert kinds(prediction) == ["tool", "memory", "answer", "plan", "tool", "answer", "tool", "answer", "stop"]
+    assert [s["tool"] for s in prediction.trace if s["kind"] == "tool"] == ["segment_captions", "segment_captions",
+                                                                            "transcript"]
+    assert prediction.trace[-1]["reason"] == "plan done: answer forced" and prediction.answer == 1
+    assert not any("Summary:" in line for line in prediction.trace[1]["memory"])
+    for request in server.requests:
+        assert "reasoning" not in _schema(request)["properties"]
+        text = request["messages"][0]["content"] + request["messages"][1]["content"]
+        assert "confidence between 0" not in text and "(tool confidence" not in text
+        assert "Think step by step" not in text
+
+
+def test_tool_confidences_share_one_scale(setting, sample_dir):
+    question, tools, llm = setting
+    # search: the best cosine similarity; captions: their describer's mean; speech: Whisper's word probability.
+    hits = tools.store.search(tools.text_embedder.embed_texts(["a cat"])[0], tools.keys["frame_embeddings"],
+                              tools.video_id, 5)
+    assert tools.search_frames("a cat").confidence == max(h.score for h in hits)
+    captions = tools.segment_captions(0, 8)
+    assert 0 < captions.confidence <= 1
+    speech = tools.transcript()
+    assert 0.5 < speech.confidence <= 1
+    # No speech: certain when the file has no audio track; 0.5 (cannot tell) when no speech was found.
+    silent = VideoTools(tools.store, tools.keys, content_id(sample_dir / "places.mp4"), tools.text_embedder,
+                        tools.vision)
+    assert silent.transcript().confidence == 1.0
+    assert tools.transcript(0.0, 0.5).confidence == 0.5
+    assert tools.segment_captions(100, 200).confidence == 0.0

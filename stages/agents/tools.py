@@ -20,7 +20,8 @@ from vidprep.store.store import ArtifactMissing, Store
 @dataclass
 class ToolResult:
     text: str
-    # How sure the tool is of `text`, 0..1; None where it has no measure (plain reasoning).
+    # One scale for every tool: 0 = the result is unreliable, 1 = the tool is sure of it; None where
+    # there is no measure (plain reasoning). What each tool's number is: the README's tool table.
     confidence: float | None
     timestamps: list[float] = field(default_factory=list)
     # What a program sees (CAViAR): a value of its own where the tool returns structure, else the text.
@@ -184,8 +185,10 @@ class VideoTools:
         segments = self.store.read(TRANSCRIPTS, self.video_id, self._key("transcript"))
         spoken = [s for s in segments if s.end > start and s.start <= end]
         if not spoken:
-            reason = self.store.detail(self.video_id, self._key("transcript")) or "no speech in that range"
-            return ToolResult(f"(no speech: {reason})", 1.0)
+            detail = self.store.detail(self.video_id, self._key("transcript"))
+            # No audio track is a fact of the file; speech not found may be speech the voice detector missed.
+            return ToolResult(f"(no speech: {detail or 'no speech in that range'})",
+                              1.0 if detail == "no audio track" else 0.5)
         words = [w["probability"] for s in spoken for w in s.words]
         lines = [f"[{s.start:.1f}-{s.end:.1f}s] {s.text}" for s in spoken]
         return ToolResult("\n".join(lines), _mean(words, 0.5), [s.start for s in spoken])

@@ -1,9 +1,13 @@
 """VideoAgent2: uncertainty-aware chain of thought over precomputed general context.
 
-Phase 1 reads B1 = {segment captions C, summary S}. Phase 2 answers with a 0-5 self-confidence and
-stops once it reaches `confidence_threshold`. Phase 3 creates a retrieval plan, or adjusts it after
-each step. Phase 4 runs the plan's first tool call and adds its result, with the tool's own
-confidence, to memory. After `max_steps` tool calls the answer is forced.
+Phase 1 reads B1 = {segment captions C, summary S}. Phase 2 answers, reasoning first, with a 0-5
+self-confidence and stops once it reaches `confidence_threshold`. Phase 3 creates a retrieval plan,
+or adjusts it after each step. Phase 4 runs the plan's next tool call and adds its result, with the
+tool's own confidence, to memory. After `max_steps` tool calls the answer is forced.
+
+The paper's ablations are switches: `tool_confidence=false` (setting 1), with `adjust_plan=false`
+(2: the first plan's calls run in turn, unchanged), with `chain_of_thought=false` (3: no reasoning
+before answers and plans), with `max_steps=0` (4: B1 only); `summary=false` leaves S out of B1.
 """
 
 import json
@@ -23,23 +27,29 @@ from vidprep.conf.checks import ConfigError, check_range
 PAPER_TOOLS = ["search_frames", "segment_captions", "transcript", "visual_question"]
 
 
-def plan_schema(tools: list[str]) -> dict:
-    """A plan of 1 to 3 calls of the given tools, each with that tool's own arguments."""
+REASONING = {"reasoning": {"type": "string"}}
+
+
+def plan_schema(tools: list[str], reasoning: bool) -> dict:
+    """A plan of 1 to 3 calls of the given tools, each with that tool's own arguments (after the
+    reasoning that led to it, with chain of thought)."""
     calls = [{"type": "object", "properties": {"tool": {"enum": [name]}, "arguments": TOOLS[name].arguments_schema()},
               "required": ["tool", "arguments"], "additionalProperties": False} for name in tools]
-    return {"type": "object", "properties": {"steps": {"type": "array", "minItems": 1, "maxItems": 3,
-                                                       "items": {"anyOf": calls}}},
-            "required": ["steps"], "additionalProperties": False}
+    properties = {**(REASONING if reasoning else {}),
+                  "steps": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"anyOf": calls}}}
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 class VideoAgent2(Agent):
     name = "videoagent2"
-    # 2: the plan's calls carry each registered tool's own arguments.
-    version = 2
+    # 3: reasoning before answers and plans; the ablation switches.
+    version = 3
 
-    def __init__(self, llm, confidence_threshold: int = 4, max_steps: int = 4,
-                 tools: list[str] | None = None,
-                 answer_prompt: str = "videoagent2/answer_v1.txt", plan_prompt: str = "videoagent2/plan_v2.txt"):
+    def __init__(self, llm, confidence_threshold: int = 4, max_steps: int = 4, tools: list[str] | None = None,
+                 tool_confidence: bool = True, adjust_plan: bool = True, chain_of_thought: bool = True,
+                 summary: bool = True, answer_prompt: str = "videoagent2/answer_v2.txt",
+                 plan_prompt: str = "videoagent2/plan_v2.txt", reasoning_prompt: str = "videoagent2/reasoning_v1.txt",
+                 tool_confidence_prompt: str = "videoagent2/tool_confidence_v1.txt"):
         super().__init__(llm)
         check_range("method.confidence_threshold", confidence_threshold, 0, 5)
         check_range("method.max_steps", max_steps, 0)
@@ -48,29 +58,51 @@ class VideoAgent2(Agent):
         if unknown or not tools:
             raise ConfigError(f"method.tools: unknown tools {unknown} (known: {', '.join(sorted(TOOLS))})")
         self.confidence_threshold, self.max_steps, self.tools = confidence_threshold, max_steps, list(tools)
+        self.tool_confidence, self.adjust_plan = tool_confidence, adjust_plan
+        self.chain_of_thought, self.summary = chain_of_thought, summary
         self.answer_prompt, self.plan_prompt = answer_prompt, plan_prompt
+        self.reasoning_prompt, self.tool_confidence_prompt = reasoning_prompt, tool_confidence_prompt
+
+    def _instructions(self, prompt: str, **fields) -> str:
+        parts = [load_prompt(prompt).format(**fields)]
+        if self.tool_confidence:
+            parts.append(load_prompt(self.tool_confidence_prompt))
+        if self.chain_of_thought:
+            parts.append(load_prompt(self.reasoning_prompt))
+        return "\n".join(part.strip() for part in parts)
+
+    def _shown(self, result) -> str:
+        return result.for_prompt() if self.tool_confidence else result.text
 
     def solve(self, question, tools, trace: Trace):
-        summary, captions = tools.summary(), tools.segment_captions()
-        memory = [f"Video length: {tools.duration:.1f} s", f"Summary: {summary.for_prompt()}",
-                  f"Segment captions:\n{captions.for_prompt()}"]
+        memory = [f"Video length: {tools.duration:.1f} s"]
+        if self.summary:
+            memory.append(f"Summary: {self._shown(tools.summary())}")
+        memory.append(f"Segment captions:\n{self._shown(tools.segment_captions())}")
         trace.record("memory", memory=list(memory))
-        schema, plan = answer_schema(question), None
+        schema = answer_schema(question, **(REASONING if self.chain_of_thought else {}))
+        plan, pending = None, []
         # The last pass (step == max_steps) always returns: that is the forced answer.
         for step in range(self.max_steps + 1):
             context = "\n\n".join(memory) + "\n\n" + question_text(question)
-            reply = trace.ask("answer", load_prompt(self.answer_prompt), context, schema)
+            reply = trace.ask("answer", self._instructions(self.answer_prompt), context, schema)
             confident = reply["confidence"] >= self.confidence_threshold
-            if confident or step == self.max_steps:
-                trace.record("stop", reason="confident" if confident else "step limit: answer forced",
-                             confidence=reply["confidence"])
+            # Without plan adjustment the first plan is all there is: when its calls are done, so is the search.
+            exhausted = plan is not None and not self.adjust_plan and not pending
+            if confident or step == self.max_steps or exhausted:
+                reason = ("confident" if confident else "plan done: answer forced" if exhausted
+                          else "step limit: answer forced")
+                trace.record("stop", reason=reason, confidence=reply["confidence"])
                 return final_answer(question, reply, tools.duration)
-            previous = f"\n\nPrevious plan: {plan['steps']}" if plan else ""
-            instructions = load_prompt(self.plan_prompt).format(tools="\n".join(TOOLS[t].line() for t in self.tools))
-            plan = trace.ask("plan" if plan is None else "adjust_plan", instructions,
-                             context + f"\n\nCurrent answer: {reply} (confidence {reply['confidence']}/5)"
-                             + previous, plan_schema(self.tools))
-            action = plan["steps"][0]
+            if plan is None or self.adjust_plan:
+                previous = f"\n\nPrevious plan: {plan['steps']}" if plan else ""
+                instructions = self._instructions(self.plan_prompt,
+                                                  tools="\n".join(TOOLS[t].line() for t in self.tools))
+                plan = trace.ask("plan" if plan is None else "adjust_plan", instructions,
+                                 context + f"\n\nCurrent answer: {reply} (confidence {reply['confidence']}/5)"
+                                 + previous, plan_schema(self.tools, self.chain_of_thought))
+                pending = list(plan["steps"])
+            action = pending.pop(0)
             result = getattr(tools, action["tool"])(**action["arguments"])
             memory.append(f"Step {step + 1}: {action['tool']}({json.dumps(action['arguments'])}) returned:\n"
-                          f"{result.for_prompt()}")
+                          f"{self._shown(result)}")
