@@ -21,7 +21,7 @@ from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.questions import first_per_type
 from vidprep.stages.agents.base import Question
 from vidprep.stages.agents.tools import VideoTools
-from vidprep.stages.models.llm import api_keys, check_endpoints
+from vidprep.stages.models.llm import Usage, api_keys, check_endpoints
 from vidprep.stages.prompts import is_prompt, prompt_hash
 from vidprep.conf.checks import check_range
 from vidprep.store.keys import stage_key
@@ -83,14 +83,16 @@ class AnswerWorker:
         self.llm = instantiate(cfg.llm.client)
         self.agent = instantiate(cfg.method, llm=self.llm)
         self.vision = instantiate(cfg.vision)
+        # Every LLM client a question spends on: the method's, and the vision backend's when it has one.
+        self.clients = [self.llm] + [c for c in [getattr(self.vision, "llm", None)] if c is not None]
         self.text_embedder = build_plan(cfg.stages).stages["frame_embeddings"].embedder
 
     def __call__(self, row: dict) -> dict:
         question = Question(**json.loads(row["question_json"]))
-        before, started = dataclasses.replace(self.llm.usage), time.monotonic()
+        before, started = [dataclasses.replace(c.usage) for c in self.clients], time.monotonic()
         tools = VideoTools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision)
         prediction = self.agent.answer(question, tools)
-        used = self.llm.usage.since(before)
+        used = sum((c.usage.since(b) for c, b in zip(self.clients, before)), Usage())
         self.store.record_prediction({
             "run_key": self.key, "qid": question.qid,
             "video_id": row["video_id"], "method": self.agent.name, "task": question.task, "qtype": question.qtype,

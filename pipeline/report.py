@@ -216,6 +216,7 @@ class ReportWriter:
                                      f"<span class='score'>{METRIC[task]} {value}</span>", types,
                                      f"{result['costs']['llm_calls_per_question']:.1f}",
                                      f"{result['costs']['tokens_per_question']:.0f}",
+                                     f"{result['costs']['frames_viewed_per_question']:.1f}",
                                      f"{result['costs']['seconds_per_question']:.1f}"])
                 if entry["score"] is not None:
                     points.append((f"{method} ({task})", result["costs"]["tokens_per_question"], entry["score"]))
@@ -226,7 +227,7 @@ class ReportWriter:
             (self.out / "videos" / f"{_name(video_id)}.html").write_text(self.video_page(video_id, keys))
 
         header = (_table(["method", "run", "task", "questions", "invalid", "score", "per type", "LLM calls / q",
-                          "tokens / q", "s / q"], summary_rows)
+                          "tokens / q", "frames viewed / q", "s / q"], summary_rows)
                   + "<h2>Score against cost</h2>" + _cost_plot(points))
         listing = [row for items in by_run.values() for row in items]
         pages = [listing[i:i + PAGE_SIZE] for i in range(0, len(listing), PAGE_SIZE)]

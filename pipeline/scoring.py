@@ -57,7 +57,9 @@ def report(rows: list[dict]) -> dict:
     n = max(len(rows), 1)
     costs = {"llm_calls_per_question": sum(r["llm_calls"] for r in rows) / n,
              "tokens_per_question": sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows) / n,
-             "seconds_per_question": sum(r["seconds"] for r in rows) / n}
+             "seconds_per_question": sum(r["seconds"] for r in rows) / n,
+             # Distinct frames a question's tools looked at (their timestamps, in `visited`).
+             "frames_viewed_per_question": sum(len(set(r["visited"])) for r in rows) / n}
     return {"tasks": tasks, "costs": costs}
 
 
@@ -74,5 +76,5 @@ def format_report(method: str, key: str, result: dict) -> list[str]:
                      f"{METRIC[task]} {value}{extra}; per type: {types}")
     c = result["costs"]
     lines.append(f"  per question: {c['llm_calls_per_question']:.1f} LLM calls, {c['tokens_per_question']:.0f} tokens, "
-                 f"{c['seconds_per_question']:.1f} s")
+                 f"{c['frames_viewed_per_question']:.1f} frames viewed, {c['seconds_per_question']:.1f} s")
     return lines

@@ -162,3 +162,42 @@ def test_scores():
     assert iou([0, 4], [2, 6]) == pytest.approx(1 / 3)
     assert iou([0, 1], [2, 3]) == 0.0
     assert token_f1("EXIT 42", "exit 42") == 1.0 and token_f1("nothing", "EXIT 42") == 0.0
+
+
+def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewed(precomputed, sample_dir, tmp_path):
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    from tests.scripted_llm import ScriptedLLM
+    from vidprep.pipeline.answer import AnswerWorker
+    from vidprep.pipeline.plan import build_plan
+    from vidprep.store.keys import content_id
+    from vidprep.store.settings import StoreSettings
+
+    cfg, _, _ = precomputed
+    # A copy: this run's prediction stays out of the store the other tests report on.
+    shutil.copytree(cfg.store.uri, tmp_path / "db")
+    server = ScriptedLLM()
+    try:
+        # The method and the vision model are two clients of one scripted endpoint; S is left out, so the
+        # summary made with the local LLM is not needed.
+        conf = config_for(tmp_path / "db", sample_dir, "method=videoagent2", "method.max_steps=1", "method.summary=false",
+                          "vision=vlm", "llm=openai", f"llm.client.base_url={server.base_url}",
+                          "llm.client.model=scripted", "llm.client.cache=false", "llm.client.max_retries=0")
+        worker = AnswerWorker(OmegaConf.to_yaml(conf, resolve=True), StoreSettings.from_config(conf.store),
+                              build_plan(conf.stages).keys, "cost-probe")
+        server.script = [("reply", json.dumps(r)) for r in (
+            {"reasoning": "r", "answer": 2, "confidence": 1},
+            {"reasoning": "r", "steps": [{"tool": "visual_question",
+                                          "arguments": {"question": "which animal?", "timestamps": [1.0, 5.0]}}]},
+            {"answer": "a cat", "confidence": 4},
+            {"reasoning": "r", "answer": 0, "confidence": 5})]
+        question = next(q for q in jsonl(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
+        worker({"question_json": json.dumps(question.to_dict()), "video_id": content_id(sample_dir / "scenes.mp4")})
+    finally:
+        server.close()
+    row = worker.store.predictions(["cost-probe"])[0]
+    # Three calls of the method and one of the vision model, which saw two frames.
+    assert row["valid"] and row["llm_calls"] == 4
+    assert report([row])["costs"]["frames_viewed_per_question"] == 2

@@ -91,6 +91,9 @@ class Usage:
         """What was used after `earlier`, a copy taken with dataclasses.replace(usage)."""
         return Usage(*(getattr(self, f.name) - getattr(earlier, f.name) for f in dataclasses.fields(self)))
 
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)))
+
 
 # Every client of this process adds to it, so a pipeline can count the calls a stage made.
 PROCESS_USAGE = Usage()
