@@ -84,47 +84,87 @@ def test_videoagent2_forces_an_answer_at_the_step_limit(setting, server):
     assert prediction.answer == 3 and prediction.trace[-1]["reason"] == "step limit: answer forced"
 
 
-def test_traveler_replans_on_insufficient_and_forces_at_the_limit(setting, server):
+INITIAL = ["0.0", "4.0", "8.0", "12.0", "15.0"]
+
+
+def user_prompt(request) -> str:
+    return request["messages"][1]["content"]
+
+
+def memory_in(request) -> dict:
+    return json.loads(user_prompt(request).split("Information: ", 1)[1].split("\n")[0])
+
+
+def test_traveler_works_frame_by_frame_and_replans_until_the_iteration_limit(setting, server):
     question, tools, llm = setting
-    iteration = [{"plan": "look"}, {"timestamp": 2.0}, {"questions": ["what animal is this?"]},
-                 {"enough_information": False, "plan_followed": True, "explanation": "need the end",
-                  "answer": 0, "confidence": 1}]
-    script(server, *iteration, *iteration, {"answer": 4, "confidence": 2})
+    not_enough = {"explanation": "need the end", "enough_information": False, "plan_followed": True,
+                  "answer": 0, "confidence": 1}
+    asks = lambda n: [{"questions": [f"what animal is in frame {i}?"]} for i in range(n)]  # noqa: E731
+    script(server, {"plan": "1. look"}, *asks(5), not_enough,
+           {"plan": "2. look at 8 s"}, {"timestamp": 8.0}, *asks(3), not_enough,
+           {"explanation": "cats", "answer": 4, "confidence": 2})
     agent = TraveLER(llm, window=3, questions=1, max_iterations=2, max_memory_chars=100_000)
     prediction = agent.answer(question, tools)
-    assert prediction.answer == 4
-    assert kinds(prediction) == (["memory"] + ["plan", "retrieve", "tool", "questions", "tool", "evaluate", "replan"] * 2
-                                 + ["final", "stop"])
-    assert sorted(prediction.trace[0]["memory"]) == ["0.0", "12.0", "15.0", "4.0", "8.0"]
-    window = prediction.trace[3]
-    assert window["tool"] == "describe_window" and window["visited"] == [1.0, 2.0, 3.0]
-    assert "need the end" in server.requests[4]["messages"][1]["content"]
-    assert prediction.trace[-1]["reason"] == "iteration limit: answer forced"
+    assert prediction.answer == 4 and prediction.trace[-1]["reason"] == "iteration limit: answer forced"
+    frames = [s["timestamps"] for s in prediction.trace if s["kind"] == "frames"]
+    # The first iteration runs the Extractor on the initial frames; then a window of 3 frames 1 s apart.
+    assert frames == [[0.0, 4.0, 8.0, 12.0, 15.0], [7.0, 8.0, 9.0]]
+    first, after_first, after_second = [s["memory"] for s in prediction.trace if s["kind"] == "memory"]
+    assert list(first) == INITIAL and all(len(items) == 1 for items in first.values())
+    assert all(items[1:] == [f"Question - what animal is in frame {i}? Answer - " + items[1].split(" Answer - ")[1]]
+               for i, items in enumerate(after_first.values()))
+    assert list(after_second) == ["0.0", "4.0", "7.0", "8.0", "9.0", "12.0", "15.0"]
+    # A new frame gets its caption and its answers; a frame already in memory keeps its caption.
+    assert len(after_second["7.0"]) == 2 and after_second["7.0"][0] == next(
+        s["result"] for s in prediction.trace if s.get("tool") == "describe_frame")
+    assert after_second["8.0"][:2] == after_first["8.0"] and len(after_second["8.0"]) == 3
+    asked = [s for s in prediction.trace if s.get("tool") == "visual_question"]
+    assert [s["visited"] for s in asked] == [[t] for t in (0.0, 4.0, 8.0, 12.0, 15.0, 7.0, 8.0, 9.0)]
+
+    requests = server.requests
+    plan, retrieve, extract, evaluate = requests[7], requests[8], requests[9], requests[12]
+    choices = question.choices[1]
+    assert choices in user_prompt(requests[0]) and choices in user_prompt(evaluate)
+    assert "need the end" in user_prompt(plan) and choices in user_prompt(plan)
+    assert choices not in user_prompt(retrieve) and question.question in user_prompt(retrieve)
+    assert f"Currently viewing second: {tools.duration / 2:.1f}" in user_prompt(retrieve)
+    assert "Plan: 2. look at 8 s" in user_prompt(retrieve)
+    assert choices not in user_prompt(extract) and "Plan: 2. look at 8 s" in user_prompt(extract)
+    assert "viewing the frame at 7.0 s, which has the caption: " + after_second["7.0"][0] in user_prompt(extract)
+    # Every frame of a window is asked about from the memory before it, as the public code batches them.
+    assert memory_in(extract) == memory_in(requests[11]) == after_first
+    assert memory_in(evaluate) == after_second
+    assert {r["temperature"] for r in requests} == {1.0}
 
 
 def test_traveler_answers_when_the_evaluator_is_satisfied(setting, server):
     question, tools, llm = setting
-    script(server, {"plan": "look at the start"}, {"timestamp": 0.0}, {"questions": ["a", "b", "c"]},
-           {"enough_information": True, "plan_followed": True, "explanation": "", "answer": 0, "confidence": 4})
+    script(server, {"plan": "look at the start"}, *[{"questions": ["a", "b", "c"]}] * 5,
+           {"explanation": "seen", "enough_information": True, "plan_followed": True, "answer": 0, "confidence": 4})
     prediction = TraveLER(llm).answer(question, tools)
     assert prediction.answer == 0 and prediction.trace[-1]["reason"] == "evaluator: enough information"
-    assert sum(1 for s in prediction.trace if s.get("tool") == "visual_question") == 3
+    assert kinds(prediction).count("retrieve") == 0
+    assert sum(1 for s in prediction.trace if s.get("tool") == "visual_question") == 15
+    schema = server.requests[1]["response_format"]["json_schema"]["schema"]["properties"]["questions"]
+    assert schema["maxItems"] == 3
 
 
-def test_traveler_keeps_every_memory_item_within_its_share_of_the_budget(setting, server):
+def test_traveler_summarizer_keeps_one_entry_per_frame_within_the_budget(setting, server):
     # Published captions run to thousands of characters; unbounded, they overflowed a 4k-token context.
     question, tools, llm = setting
-    script(server, {"plan": "look"}, {"timestamp": 2.0}, {"questions": ["what animal is this?"]},
-           {"memory": "cats early"},
-           {"enough_information": True, "plan_followed": True, "explanation": "", "answer": 0, "confidence": 4})
-    prediction = TraveLER(llm, window=3, questions=1, max_memory_chars=160).answer(question, tools)
+    script(server, {"plan": "look"}, *[{"questions": ["what animal is this?"]}] * 5,
+           {key: [f"short {key}"] for key in INITIAL},
+           {"explanation": "", "enough_information": True, "plan_followed": True, "answer": 0, "confidence": 4})
+    prediction = TraveLER(llm, window=2, questions=1, max_memory_chars=400).answer(question, tools)
     assert prediction.valid and "summarize" in kinds(prediction)
-    window_caption = prediction.trace[3]["result"]
-    assert len(window_caption) > 80
-    assert f"Caption: {window_caption[:80]} [...]" in server.requests[2]["messages"][1]["content"]
-    evaluate = json.loads(server.requests[4]["messages"][1]["content"].split("Memory: ", 1)[1].split("\n")[0])
-    assert evaluate["summary of earlier memory"] == ["cats early"]
-    assert all(len(item) <= 80 + len(" [...]") for items in evaluate.values() for item in items)
+    summarize = next(r for r in server.requests if "summarize the information" in r["messages"][0]["content"])
+    schema = summarize["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == INITIAL and schema["additionalProperties"] is False
+    assert memory_in(server.requests[-1]) == {key: [f"short {key}"] for key in INITIAL}
+    # Each item is clipped to its share: a window of 2 frames with a caption and one answer each.
+    before = memory_in(summarize)
+    assert all(len(item) <= 400 // 4 + len(" [...]") for items in before.values() for item in items)
+    assert any(item.endswith(" [...]") for items in before.values() for item in items)
 
 
 def test_caviar_critic_picks_the_strategy_it_names_and_failing_steps_do_not_end_a_trace(setting, server):

@@ -151,6 +151,8 @@ def test_vision_language_backends_send_the_frames_as_image_parts(server):
     assert VisionLanguageModel(client(server)).ask("What animal is it?", frames, None) == ("a tabby cat", 1.0)
     asked = server.requests[-1]["messages"][0]["content"]
     assert "2.0s" in asked[0]["text"] and "What animal is it?" in asked[0]["text"] and len(asked) == 2
+    # TraveLER's LMM instruction and its 150-token answers.
+    assert asked[0]["text"].startswith("If there are factual errors") and server.requests[-1]["max_tokens"] == 150
 
 
 def test_summary_of_long_inputs_is_made_in_chunks_then_combined(server):

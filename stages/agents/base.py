@@ -4,6 +4,7 @@ of every step (prompt, reply, tool call, result, confidence, tokens, time) and t
 import time
 from dataclasses import asdict, dataclass, field, replace
 
+from vidprep.conf.checks import check_range
 from vidprep.stages.models.llm import LLMClient, LLMError
 
 # "mcq" (answer: choice index), "open" (answer: text) and "rtl", reasoning temporal localisation
@@ -86,8 +87,8 @@ def question_text(question: Question) -> str:
 class Trace:
     """The steps of one question, each with its tokens and seconds; LLM calls go through `ask`."""
 
-    def __init__(self, llm: LLMClient):
-        self.llm = llm
+    def __init__(self, llm: LLMClient, temperature: float | None = None):
+        self.llm, self.temperature = llm, temperature
         self.steps: list[dict] = []
         # Set while a tool runs: the tools it calls in turn are part of its step.
         self.in_tool = False
@@ -101,7 +102,7 @@ class Trace:
         before, started = replace(self.llm.usage), time.monotonic()
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         try:
-            reply = self.llm.complete_json(messages, schema)
+            reply = self.llm.complete_json(messages, schema, temperature=self.temperature)
         finally:
             used = self.llm.usage.since(before)
             self.record(kind, prompt=messages, llm_calls=used.calls, cache_hits=used.cache_hits,
@@ -124,11 +125,14 @@ class Agent:
     # Raised when a change to the method's code changes its answers: it is part of the answer run key.
     version = 1
 
-    def __init__(self, llm: LLMClient):
-        self.llm = llm
+    def __init__(self, llm: LLMClient, temperature: float | None = None):
+        # A method's own sampling temperature where its paper or public code sets one (None: the LLM config's).
+        if temperature is not None:
+            check_range("method.temperature", temperature, 0, 2)
+        self.llm, self.temperature = llm, temperature
 
     def answer(self, question: Question, tools) -> Prediction:
-        trace = tools.trace = Trace(self.llm)
+        trace = tools.trace = Trace(self.llm, self.temperature)
         try:
             answer = self.solve(question, tools, trace)
         except (InvalidAnswer, LLMError) as error:

@@ -138,11 +138,10 @@ class VideoTools:
         self._visit([frame.timestamp])
         return frame
 
-    def window(self, t: float, size: int) -> list[Frame]:
-        """The `size` stored frames nearest to t, in time order."""
-        picked = self.store.frames_nearest(self.video_id, self._key("frames"), t, size)
-        self._visit([f.timestamp for f in picked])
-        return picked
+    def frames_at(self, times: list[float]) -> list[Frame]:
+        """The stored frame nearest to each time, each frame once, in time order."""
+        frames = {f.frame_index: f for f in (self.frame_nearest(t) for t in times)}
+        return sorted(frames.values(), key=lambda f: f.timestamp)
 
     def evenly_spaced_frames(self, n: int) -> list[Frame]:
         frames = self.store.evenly_spaced_frames(self.video_id, self._key("frames"), n)
@@ -210,8 +209,8 @@ class VideoTools:
         return ToolResult(text, confidence, [f.timestamp for f in frames])
 
     @tool
-    def describe_window(self, timestamp: float, size: int) -> ToolResult:
-        """A description of the `size` stored frames nearest to a time in seconds, seen together."""
-        frames = self.window(timestamp, size)
+    def describe_frame(self, timestamp: float) -> ToolResult:
+        """A caption of the stored frame nearest to a time in seconds."""
+        frames = [self.frame_nearest(timestamp)]
         text, confidence = self.vision.describe(frames, self)
         return ToolResult(text, confidence, [f.timestamp for f in frames])

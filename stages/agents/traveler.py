@@ -1,106 +1,150 @@
-"""TraveLER: Traverse, Locate, Evaluate and Replan over a memory bank of the video.
+"""TraveLER: Traverse, Locate, Evaluate and Replan over a memory bank of the video, frame by frame.
 
-The memory bank is a dict keyed by timestamp, initialised with `initial_captions` of the stored
-frame captions, evenly spaced (0, .25, .5, .75, 1 of the video by default). Each iteration: the Planner writes a
-plan; the Retriever picks the next timestamp and takes a window of frames around it; the Extractor
-captions them and writes `questions` questions that the vision backend answers, all appended to
-memory; the Evaluator says whether memory is enough and the plan was followed (then it answers) or
-explains what is missing, which the next plan addresses. A Summarizer condenses memory once it
-grows past `max_memory_chars`; at `max_iterations` the answer is forced. Each memory item is clipped
-to its share of `max_memory_chars`, so no prompt outgrows a small model's context however long the
-stored captions are.
+The memory bank is a dict keyed by frame timestamp (seconds), each value the list of what was
+learnt from that frame: its caption, then "Question - q Answer - a" pairs. It starts from the stored
+captions of `initial_captions` evenly spaced frames (0, .25, .5, .75, 1 of the video). Each
+iteration: the Planner writes a plan (question, choices, memory, and why the last try fell short);
+the Retriever picks the next timestamp (question without choices, plan, memory, current position)
+and takes `window` frames `window_spacing` s apart around it (the first iteration takes the initial
+frames instead, as the public code does); for each frame the Extractor has its caption and writes
+up to `questions` questions from caption, plan and memory (no choices), which the vision backend
+answers about that frame. The Evaluator says whether memory is enough and the plan was followed
+(then it answers) or explains what is missing, which the next plan addresses. The Summarizer makes
+every entry more concise, keeping the keys, once the memory's JSON grows past `max_memory_chars`;
+at `max_iterations` the answer is forced. Defaults are the public code's NExT-QA config; the
+README's TraveLER table gives each element against the paper.
 """
 
 import json
 
-from vidprep.stages.agents.base import (
-    Agent,
-    Trace,
-    answer_schema,
-    final_answer,
-    question_text,
-)
-from vidprep.stages.prompts import load_prompt
 from vidprep.conf.checks import check_range
+from vidprep.stages.agents.base import Agent, Trace, answer_schema, final_answer
 from vidprep.stages.base import evenly_spaced
+from vidprep.stages.prompts import load_prompt
 
 PLAN_SCHEMA = {"type": "object", "properties": {"plan": {"type": "string"}}, "required": ["plan"],
                "additionalProperties": False}
 RETRIEVE_SCHEMA = {"type": "object", "properties": {"timestamp": {"type": "number"}},
                    "required": ["timestamp"], "additionalProperties": False}
-SUMMARY_SCHEMA = {"type": "object", "properties": {"memory": {"type": "string"}}, "required": ["memory"],
-                  "additionalProperties": False}
 
 
 def _questions_schema(count: int) -> dict:
     return {"type": "object", "properties": {"questions": {
-        "type": "array", "items": {"type": "string"}, "minItems": count, "maxItems": count}},
+        "type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": count}},
         "required": ["questions"], "additionalProperties": False}
+
+
+def _summary_schema(memory: dict) -> dict:
+    """The memory's own keys, each a list of shorter items: the Summarizer keeps the bank's format."""
+    entry = {"type": "array", "items": {"type": "string"}, "minItems": 1}
+    return {"type": "object", "properties": {key: entry for key in memory}, "required": list(memory),
+            "additionalProperties": False}
+
+
+def _key(timestamp: float) -> str:
+    return f"{timestamp:.1f}"
+
+
+def _asked(question, with_choices: bool) -> str:
+    """The question, with its choices only where the paper gives them (Planner, Evaluator, Summarizer)."""
+    lines = [f"Question: {question.question}"]
+    if with_choices and question.choices:
+        lines += ["Choices:"] + [f"  {i}: {choice}" for i, choice in enumerate(question.choices)]
+    return "\n".join(lines)
 
 
 class TraveLER(Agent):
     name = "traveler"
-    version = 2
+    version = 3
 
-    def __init__(self, llm, window: int = 5, questions: int = 3, max_iterations: int = 5,
-                 max_memory_chars: int = 4000, initial_captions: int = 5, prompts: dict | None = None):
-        super().__init__(llm)
+    def __init__(self, llm, window: int = 5, window_spacing: float = 1.0, questions: int = 3,
+                 max_iterations: int = 9, max_memory_chars: int = 4000, initial_captions: int = 5,
+                 temperature: float | None = 1.0, prompts: dict | None = None):
+        super().__init__(llm, temperature)
         for setting, value in (("window", window), ("questions", questions), ("max_iterations", max_iterations),
                                ("initial_captions", initial_captions)):
             check_range(f"method.{setting}", value, 1)
+        check_range("method.window_spacing", window_spacing, 0, above=True)
         check_range("method.max_memory_chars", max_memory_chars, 100)
-        self.initial_captions = initial_captions
-        self.window, self.questions, self.max_iterations = window, questions, max_iterations
-        self.max_memory_chars = max_memory_chars
-        self.prompts = {"plan": "traveler/plan_v1.txt", "retrieve": "traveler/retrieve_v1.txt",
-                        "questions": "traveler/questions_v1.txt", "evaluate": "traveler/evaluate_v1.txt",
-                        "summarize": "traveler/summarize_v1.txt", "final": "traveler/final_v1.txt",
+        self.window, self.window_spacing, self.questions = window, window_spacing, questions
+        self.max_iterations, self.max_memory_chars, self.initial_captions = max_iterations, max_memory_chars, initial_captions
+        self.prompts = {"plan": "traveler/plan_v2.txt", "retrieve": "traveler/retrieve_v2.txt",
+                        "questions": "traveler/questions_v2.txt", "evaluate": "traveler/evaluate_v2.txt",
+                        "summarize": "traveler/summarize_v2.txt", "final": "traveler/final_v2.txt",
                         **(prompts or {})}
 
     def _item(self, text: str) -> str:
-        """A memory item within its share of the budget: an iteration adds a caption and one answer per question."""
-        limit = self.max_memory_chars // (self.questions + 1)
+        """A memory item within its share of the budget, so that one iteration's window fits in it and no
+        prompt outgrows a small model's context however long the stored captions are."""
+        limit = self.max_memory_chars // (self.window * (self.questions + 1))
         return text if len(text) <= limit else text[:limit] + " [...]"
 
-    def _context(self, question, memory: dict, duration: float) -> str:
-        return (f"Video length: {duration:.1f} s\nMemory: {json.dumps(memory, ensure_ascii=False)}\n\n"
-                + question_text(question))
+    def _ask(self, trace: Trace, kind: str, parts: list[str], schema: dict, **format_fields) -> dict:
+        instructions = load_prompt(self.prompts[kind]).format(**format_fields)
+        return trace.ask(kind, instructions, "\n\n".join(p for p in parts if p), schema)
 
     def solve(self, question, tools, trace: Trace):
-        memory = {f"{c.timestamp:.1f}": [self._item(c.caption)]
-                  for c in evenly_spaced(tools.frame_captions(), self.initial_captions)}
-        trace.record("memory", memory=dict(memory))
-        explanation = ""
-        evaluate_schema = answer_schema(question, enough_information={"type": "boolean"},
-                                        plan_followed={"type": "boolean"}, explanation={"type": "string"})
+        initial = evenly_spaced(tools.frame_captions(), self.initial_captions)
+        memory: dict[str, list[str]] = {}
+        for caption in initial:
+            memory.setdefault(_key(caption.timestamp), []).append(self._item(caption.caption))
+        trace.record("memory", memory=json.loads(json.dumps(memory)))
+        length = f"Video length: {tools.duration:.1f} s"
+        current, explanation = tools.duration / 2, ""
         for iteration in range(self.max_iterations):
-            context = self._context(question, memory, tools.duration)
-            missing = f"\n\nWhy the memory was not enough last time: {explanation}" if explanation else ""
-            plan = trace.ask("plan", load_prompt(self.prompts["plan"]), context + missing, PLAN_SCHEMA)["plan"]
-            pick = trace.ask("retrieve", load_prompt(self.prompts["retrieve"]), f"{context}\n\nPlan: {plan}",
-                             RETRIEVE_SCHEMA)
-            t = min(max(0.0, float(pick["timestamp"])), tools.duration)
-            caption = tools.describe_window(t, self.window)
-            entry = [self._item(caption.text)]
-            asked = trace.ask("questions", load_prompt(self.prompts["questions"]).format(count=self.questions),
-                              f"{question_text(question)}\n\nPlan: {plan}\n\nCaption: {entry[0]}",
-                              _questions_schema(self.questions))["questions"]
-            for text in asked:
-                result = tools.visual_question(text, caption.timestamps)
-                entry.append(self._item(f"Q: {text} A: {result.text} (confidence {result.confidence:.2f})"))
-            memory.setdefault(f"{t:.1f}", []).extend(entry)
-            if len(json.dumps(memory)) > self.max_memory_chars:
-                condensed = trace.ask("summarize", load_prompt(self.prompts["summarize"]),
-                                      self._context(question, memory, tools.duration), SUMMARY_SCHEMA)
-                memory = {"summary of earlier memory": [condensed["memory"]], f"{t:.1f}": entry}
-            verdict = trace.ask("evaluate", load_prompt(self.prompts["evaluate"]),
-                                f"{self._context(question, memory, tools.duration)}\n\nPlan: {plan}", evaluate_schema)
+            information = f"Information: {json.dumps(memory, ensure_ascii=False)}"
+            why = f"Why the information was not enough last time: {explanation}" if explanation else ""
+            plan = self._ask(trace, "plan", [length, information, _asked(question, True), why], PLAN_SCHEMA)["plan"]
+            if iteration == 0:
+                frames = tools.frames_at([c.timestamp for c in initial])
+            else:
+                picked = self._ask(trace, "retrieve", [length, information, f"Plan: {plan}",
+                                                       f"Currently viewing second: {current:.1f}",
+                                                       _asked(question, False)], RETRIEVE_SCHEMA)
+                current = min(max(0.0, float(picked["timestamp"])), tools.duration)
+                offsets = [(k - (self.window - 1) / 2) * self.window_spacing for k in range(self.window)]
+                frames = tools.frames_at([min(max(0.0, current + o), tools.duration) for o in offsets])
+            trace.record("frames", iteration=iteration, timestamps=[f.timestamp for f in frames])
+            # Every frame's questions are written from the memory before this window, as the public code
+            # batches them.
+            found = self._extract(question, frames, [length, information, f"Plan: {plan}"], memory, tools, trace)
+            for key, items in found.items():
+                memory.setdefault(key, []).extend(items)
+            memory = dict(sorted(memory.items(), key=lambda item: float(item[0])))
+            if len(json.dumps(memory, ensure_ascii=False)) > self.max_memory_chars:
+                condensed = self._ask(trace, "summarize", [f"Information: {json.dumps(memory, ensure_ascii=False)}",
+                                                           _asked(question, True)], _summary_schema(memory))
+                memory = {key: [self._item(item) for item in condensed[key]] for key in memory}
+            trace.record("memory", memory=json.loads(json.dumps(memory)))
+            verdict = self._ask(trace, "evaluate", [length, f"Information: {json.dumps(memory, ensure_ascii=False)}",
+                                                    f"Plan: {plan}", _asked(question, True)],
+                                answer_schema(question, explanation={"type": "string"},
+                                              enough_information={"type": "boolean"},
+                                              plan_followed={"type": "boolean"}))
             if verdict["enough_information"] and verdict["plan_followed"]:
                 trace.record("stop", reason="evaluator: enough information", iteration=iteration)
                 return final_answer(question, verdict, tools.duration)
             explanation = verdict["explanation"]
             trace.record("replan", explanation=explanation, iteration=iteration)
-        final = trace.ask("final", load_prompt(self.prompts["final"]),
-                          self._context(question, memory, tools.duration), answer_schema(question))
+        final = self._ask(trace, "final", [length, f"Information: {json.dumps(memory, ensure_ascii=False)}",
+                                           _asked(question, True)],
+                          answer_schema(question, explanation={"type": "string"}))
         trace.record("stop", reason="iteration limit: answer forced")
         return final_answer(question, final, tools.duration)
+
+    def _extract(self, question, frames, context: list[str], memory: dict, tools, trace: Trace) -> dict:
+        """Each frame's caption (already in memory for the initial frames) and its questions' answers."""
+        found = {}
+        for frame in frames:
+            key = _key(frame.timestamp)
+            known = memory.get(key)
+            caption = known[0] if known else self._item(tools.describe_frame(frame.timestamp).text)
+            asked = self._ask(trace, "questions", context + [
+                f"Currently viewing the frame at {frame.timestamp:.1f} s, which has the caption: {caption}",
+                _asked(question, False)], _questions_schema(self.questions), count=self.questions)["questions"]
+            items = [] if known else [caption]
+            for text in asked:
+                answer = tools.visual_question(text, [frame.timestamp]).text
+                items.append(self._item(f"Question - {text} Answer - {answer}"))
+            found.setdefault(key, []).extend(items)
+        return found

@@ -5,8 +5,7 @@ precompute stages stored about those frames (their "looks like" descriptions and
 the segments around them), LLoVi-style; a vision-language model instead sees the JPEGs themselves.
 """
 
-import functools
-
+from vidprep.conf.checks import check_range
 from vidprep.stages.prompts import load_prompt, prompt_hash
 from vidprep.stages.models.llm import LLMClient, image_part
 
@@ -40,27 +39,26 @@ class VisionLanguageModel:
         "additionalProperties": False,
     }
 
-    def __init__(self, llm: LLMClient, caption_prompt: str = "caption_v1.txt"):
+    def __init__(self, llm: LLMClient, caption_prompt: str = "caption_v1.txt", question_prompt: str = "vqa_v1.txt",
+                 answer_tokens: int = 150):
+        check_range("vision.answer_tokens", answer_tokens, 1)
         self.llm = llm
-        self.caption_prompt = caption_prompt
+        self.caption_prompt, self.question_prompt, self.answer_tokens = caption_prompt, question_prompt, answer_tokens
 
     @property
     def model_id(self) -> str:
-        return f"vlm({self.llm.model_id},{self.caption_prompt}@{prompt_hash(self.caption_prompt)})"
-
-    @functools.cached_property
-    def _caption_instructions(self) -> str:
-        return load_prompt(self.caption_prompt)
+        prompts = ",".join(f"{p}@{prompt_hash(p)}" for p in (self.caption_prompt, self.question_prompt))
+        return f"vlm({self.llm.model_id},{prompts},{self.answer_tokens})"
 
     def _ask(self, text: str, frames) -> tuple[str, float]:
         content = [{"type": "text", "text": text}] + [image_part(f.jpeg) for f in frames]
-        reply = self.llm.complete_json([{"role": "user", "content": content}], self.SCHEMA)
+        reply = self.llm.complete_json([{"role": "user", "content": content}], self.SCHEMA, self.answer_tokens)
         return reply["answer"], reply["confidence"] / 5
 
     def describe(self, frames, tools) -> tuple[str, float]:
-        return self._ask(self._caption_instructions, frames)
+        return self._ask(load_prompt(self.caption_prompt), frames)
 
     def ask(self, question: str, frames, tools) -> tuple[str, float]:
         stamps = ", ".join(f"{f.timestamp:.1f}s" for f in frames)
-        return self._ask(f"These frames are from one video at {stamps}. {question} "
-                         "Reply as JSON with answer and confidence (0-5).", frames)
+        return self._ask(f"{load_prompt(self.question_prompt)}\nThe frames are from one video at {stamps}.\n"
+                         f"Question: {question}\nReply as JSON with answer and confidence (0-5).", frames)

@@ -153,8 +153,8 @@ class LLMClient:
                                          max_retries=0)
         return self._client
 
-    def _params(self, schema: dict | None, max_tokens: int | None) -> dict:
-        params = {"model": self.model, "temperature": self.temperature,
+    def _params(self, schema: dict | None, max_tokens: int | None, temperature: float | None) -> dict:
+        params = {"model": self.model, "temperature": self.temperature if temperature is None else temperature,
                   "max_tokens": max_tokens or self.max_tokens}
         if self.seed is not None:
             params["seed"] = self.seed
@@ -184,9 +184,10 @@ class LLMClient:
         blob = json.dumps({"base_url": self.base_url, "messages": messages, "params": params}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
-    def complete(self, messages: list, schema: dict | None = None, max_tokens: int | None = None) -> str:
-        """The reply text (cached when caching is on)."""
-        params = self._params(schema, max_tokens)
+    def complete(self, messages: list, schema: dict | None = None, max_tokens: int | None = None,
+                 temperature: float | None = None) -> str:
+        """The reply text (cached when caching is on); max_tokens and temperature default to the client's."""
+        params = self._params(schema, max_tokens, temperature)
         key = self.cache_key(messages, params)
         if self.store is not None:
             hit = self.store.llm_cached(key)
@@ -199,9 +200,10 @@ class LLMClient:
             self.store.llm_remember(key, self.model, text, prompt_tokens, completion_tokens)
         return text
 
-    def complete_json(self, messages: list, schema: dict, max_tokens: int | None = None) -> dict:
+    def complete_json(self, messages: list, schema: dict, max_tokens: int | None = None,
+                      temperature: float | None = None) -> dict:
         """A reply validated against `schema`; one repair attempt, then LLMReplyError with the raw text."""
-        raw = self.complete(messages, schema, max_tokens)
+        raw = self.complete(messages, schema, max_tokens, temperature)
         try:
             return _validated(raw, schema)
         except ValueError as first:
@@ -210,7 +212,7 @@ class LLMClient:
                 {"role": "user", "content": f"That reply is invalid: {first}. Reply again with only "
                                             "JSON that matches the schema."},
             ]
-            repaired = self.complete(repair, schema, max_tokens)
+            repaired = self.complete(repair, schema, max_tokens, temperature)
             try:
                 return _validated(repaired, schema)
             except ValueError as second:
