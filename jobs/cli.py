@@ -19,6 +19,7 @@ COMMANDS = {
     "import-captions": ("import_captions", "published captions as a captions-only store"),
     "answer": ("answer", "answer a dataset's questions with a method (Hydra job)"),
     "evaluate": ("evaluate", "scores of the answer runs in the store"),
+    "critic-examples": ("critic_examples", "CAViAR critic examples from a held-out run's real traces"),
     "report": ("report", "a static HTML report of answer runs"),
     "search": ("search", "top frames for a text query"),
     "show": ("show", "print a video's artifacts"),

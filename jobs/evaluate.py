@@ -19,10 +19,10 @@ def run(args: argparse.Namespace) -> None:
     store = StoreSettings.from_config(cfg.store).open()
     rows = store.predictions(args.run, [
         "run_key", "method", "task", "qtype", "question_json", "prediction_json", "valid", "llm_calls",
-        "prompt_tokens", "completion_tokens", "seconds", "visited"])
+        "prompt_tokens", "completion_tokens", "usage_json", "seconds", "visited"])
     runs = sorted({(r["method"], r["run_key"]) for r in rows})
     if not runs:
         raise ArtifactMissing(f"no answer runs{' ' + ', '.join(args.run) if args.run else ''} in {store.uri}; "
                               "run `vidprep answer` first")
     for method, key in runs:
-        print("\n".join(format_report(method, key, report([r for r in rows if r["run_key"] == key]))))
+        print("\n".join(format_report(method, key, report([r for r in rows if r["run_key"] == key], cfg.prices))))

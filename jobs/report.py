@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     cfg = load_config(args.overrides)
     out = Path(args.out or Path(cfg.data_dir) / "report")
-    index = ReportWriter(StoreSettings.from_config(cfg.store).open(), out).write(args.run)
+    index = ReportWriter(StoreSettings.from_config(cfg.store).open(), out, cfg.prices).write(args.run)
     print(f"report: {index}")
     if args.serve:
         serve(out, args.port)

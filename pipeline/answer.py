@@ -92,7 +92,13 @@ class AnswerWorker:
         before, started = [dataclasses.replace(c.usage) for c in self.clients], time.monotonic()
         tools = VideoTools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision)
         prediction = self.agent.answer(question, tools)
-        used = sum((c.usage.since(b) for c, b in zip(self.clients, before)), Usage())
+        per_client = [(c.model, c.usage.since(b)) for c, b in zip(self.clients, before)]
+        used = sum((u for _, u in per_client), Usage())
+        by_model: dict[str, dict] = {}
+        for model, usage in per_client:
+            entry = by_model.setdefault(model, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+            for name in entry:
+                entry[name] += getattr(usage, name)
         self.store.record_prediction({
             "run_key": self.key, "qid": question.qid,
             "video_id": row["video_id"], "method": self.agent.name, "task": question.task, "qtype": question.qtype,
@@ -101,7 +107,7 @@ class AnswerWorker:
             "trace_json": json.dumps(prediction.trace, ensure_ascii=False, default=str),
             "visited": tools.visited, "llm_calls": used.calls, "cache_hits": used.cache_hits,
             "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens,
-            "seconds": time.monotonic() - started,
+            "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started,
         })
         return {"qid": question.qid, "valid": prediction.valid, "failed": is_failure(prediction.error),
                 "llm_calls": used.calls}
@@ -119,9 +125,11 @@ class AnswerSummary:
     failed: int
     llm_calls: int
     wall_seconds: float
+    # What makes the run unlike its paper's (recorded with the run and marked in the report).
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     def lines(self) -> list[str]:
-        return [f"run {self.run_key} ({self.method}): {self.questions} questions, {self.answered} answered now, "
+        return [f"warning: {w}" for w in self.warnings] + [f"run {self.run_key} ({self.method}): {self.questions} questions, {self.answered} answered now, "
                 f"{self.skipped} already answered, {self.invalid} invalid, {self.failed} failed; "
                 f"LLM calls: {self.llm_calls}; wall time {self.wall_seconds:.1f} s",
                 f"scores: vidprep evaluate --run {self.run_key}"]
@@ -132,8 +140,13 @@ def answer(cfg: DictConfig) -> AnswerSummary:
     for setting, low in (("workers", 1), ("num_cpus", 0), ("per_type", 0), ("limit", 0)):
         check_range(f"answer.{setting}", cfg.answer[setting], low)
     # Built here once so a bad method or vision setting is reported before any worker starts.
-    instantiate(cfg.method, llm=instantiate(cfg.llm.client))
-    instantiate(cfg.vision)
+    agent, vision = instantiate(cfg.method, llm=instantiate(cfg.llm.client)), instantiate(cfg.vision)
+    warnings = []
+    if agent.asks_visual_questions and not vision.sees_frames:
+        warnings.append(f"{agent.name} asks visual questions, but no vision model sees the frames "
+                        f"({cfg.vision._target_.rsplit('.', 1)[1]}): they are answered from what precompute "
+                        "stored about them, so the method does not run as its paper does; use vision=vlm with a "
+                        "vision-language endpoint")
     plan = build_plan(cfg.stages)
     settings = StoreSettings.from_config(cfg.store)
     store = settings.open()
@@ -161,10 +174,10 @@ def answer(cfg: DictConfig) -> AnswerSummary:
                        api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True))),
                         compute=pool, num_cpus=cfg.answer.num_cpus)
                    .take_all())
-    summary = AnswerSummary(key, cfg.method._target_.rsplit(".", 1)[1], len(questions), len(results),
+    summary = AnswerSummary(key, agent.name, len(questions), len(results),
                             len(questions) - len(pending), sum(not r["valid"] and not r["failed"] for r in results),
                             sum(r["failed"] for r in results), sum(r["llm_calls"] for r in results),
-                            time.monotonic() - clock)
+                            time.monotonic() - clock, warnings)
     store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
                      json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name, "keys": plan.keys,
                                                                  "config": OmegaConf.to_container(cfg.method)}))

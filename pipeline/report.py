@@ -13,7 +13,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from vidprep.pipeline.scoring import METRIC, report, score
+from vidprep.pipeline.scoring import METRIC, format_usd, report, score
 from vidprep.store.artifacts import ARTIFACTS
 from vidprep.store.store import ArtifactMissing, Store
 
@@ -26,6 +26,7 @@ def _timeline_artifacts() -> list:
 COUNT_LOADED = ("<script>window.addEventListener('load', () => { document.body.dataset.imagesLoaded = "
                 "[...document.images].filter(i => i.complete && i.naturalWidth > 0).length; });</script>")
 STYLE = """
+.warning { color: #b45309; font-size: 0.85em; }
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; }
 th { background: #f3f3f3; } .bad { color: #b00; } .ok { color: #070; } pre { white-space: pre-wrap; }
@@ -81,20 +82,24 @@ def _cost_plot(points: list[tuple[str, float, float]]) -> str:
 
 
 class ReportWriter:
-    def __init__(self, store: Store, out: Path):
-        self.store, self.out = store, Path(out)
+    def __init__(self, store: Store, out: Path, prices: dict | None = None):
+        # USD per 1M input / output tokens per model (config `prices`): money per question.
+        self.store, self.out, self.prices = store, Path(out), prices
         self._thumbs: set[str] = set()
         self._recorded: dict[str, dict] | None = None
 
-    def _keys(self, run_key: str, video_id: str) -> dict[str, str]:
-        """The precompute keys the run answered from (recorded with the run; else the newest done)."""
+    def _run(self, run_key: str) -> dict:
+        """What was recorded with the answer run (its newest record; empty when none was)."""
         if self._recorded is None:
             # Oldest first, so the newest record of a run key wins; read once, not per question.
             runs = sorted(self.store.scan("runs", "job = 'answer'").to_pylist(), key=lambda r: r["started_at"])
-            self._recorded = {s["run_key"]: s["keys"] for s in map(json.loads, (r["summary_json"] for r in runs))
-                              if "keys" in s}
-        if run_key in self._recorded:
-            return self._recorded[run_key]
+            self._recorded = {s["run_key"]: s for s in map(json.loads, (r["summary_json"] for r in runs))}
+        return self._recorded.get(run_key, {})
+
+    def _keys(self, run_key: str, video_id: str) -> dict[str, str]:
+        """The precompute keys the run answered from (recorded with the run; else the newest done)."""
+        if "keys" in self._run(run_key):
+            return self._run(run_key)["keys"]
         newest = {}
         for done in sorted(self.store.done_stages(video_id), key=lambda d: d["finished_at"]):
             newest[done["stage"]] = done["stage_key"]
@@ -208,16 +213,20 @@ class ReportWriter:
 
         summary_rows, points, videos = [], [], {}
         for (method, key), items in by_run.items():
-            result = report(items)
+            result = report(items, self.prices)
             for task, entry in result["tasks"].items():
                 value = "n/a" if entry["score"] is None else f"{entry['score']:.3f}"
                 types = ", ".join(f"{esc(t or '-')} {v:.3f}" for t, v in entry["per_type"].items())
-                summary_rows.append([esc(method), esc(key), esc(task), entry["questions"], entry["invalid"],
+                # A run unlike its paper's (e.g. visual questions without a vision model) says so where it is scored.
+                warned = "".join(f"<br><span class='warning' title='{esc(w)}'>&#9888; {esc(w.split(':')[0])}</span>"
+                                 for w in self._run(key).get("warnings", []))
+                summary_rows.append([esc(method) + warned, esc(key), esc(task), entry["questions"], entry["invalid"],
                                      f"<span class='score'>{METRIC[task]} {value}</span>", types,
                                      f"{result['costs']['llm_calls_per_question']:.1f}",
                                      f"{result['costs']['tokens_per_question']:.0f}",
                                      f"{result['costs']['frames_viewed_per_question']:.1f}",
-                                     f"{result['costs']['seconds_per_question']:.1f}"])
+                                     f"{result['costs']['seconds_per_question']:.1f}",
+                                     esc(format_usd(result["costs"]).removeprefix("USD "))])
                 if entry["score"] is not None:
                     points.append((f"{method} ({task})", result["costs"]["tokens_per_question"], entry["score"]))
             for row in items:
@@ -227,7 +236,7 @@ class ReportWriter:
             (self.out / "videos" / f"{_name(video_id)}.html").write_text(self.video_page(video_id, keys))
 
         header = (_table(["method", "run", "task", "questions", "invalid", "score", "per type", "LLM calls / q",
-                          "tokens / q", "frames viewed / q", "s / q"], summary_rows)
+                          "tokens / q", "frames viewed / q", "s / q", "USD / q"], summary_rows)
                   + "<h2>Score against cost</h2>" + _cost_plot(points))
         listing = [row for items in by_run.values() for row in items]
         pages = [listing[i:i + PAGE_SIZE] for i in range(0, len(listing), PAGE_SIZE)]

@@ -37,8 +37,22 @@ def score(row: dict) -> float | None:
     return token_f1(predicted, str(truth))
 
 
-def report(rows: list[dict]) -> dict:
-    """Per task: count, invalid, mean score (accuracy / mIoU / token F1), extras; plus costs."""
+def question_usd(row: dict, prices: dict) -> tuple[float | None, set[str]]:
+    """A question's price from its tokens per model and `prices` (USD per 1M input / output tokens per
+    model); None with the models that have no price (or when the row predates per-model usage)."""
+    usage = json.loads(row.get("usage_json") or "null")
+    if usage is None:
+        return None, {"(not recorded)"}
+    unpriced = {model for model in usage if model not in prices}
+    if unpriced:
+        return None, unpriced
+    return sum((u["prompt_tokens"] * prices[m]["input"] + u["completion_tokens"] * prices[m]["output"]) / 1e6
+               for m, u in usage.items()), set()
+
+
+def report(rows: list[dict], prices: dict | None = None) -> dict:
+    """Per task: count, invalid, mean score (accuracy / mIoU / token F1), extras; plus costs, money
+    per question included when `prices` covers every model the run used."""
     by_task: dict[str, list] = defaultdict(list)
     for row in rows:
         by_task[row["task"]].append(row)
@@ -60,7 +74,17 @@ def report(rows: list[dict]) -> dict:
              "seconds_per_question": sum(r["seconds"] for r in rows) / n,
              # Distinct frames a question's tools looked at (their timestamps, in `visited`).
              "frames_viewed_per_question": sum(len(set(r["visited"])) for r in rows) / n}
+    priced = [question_usd(r, prices or {}) for r in rows]
+    unpriced = sorted(set().union(*(missing for _, missing in priced))) if priced else []
+    costs["usd_per_question"] = None if unpriced or not priced else sum(usd for usd, _ in priced) / n
+    costs["unpriced_models"] = unpriced
     return {"tasks": tasks, "costs": costs}
+
+
+def format_usd(costs: dict) -> str:
+    if costs["usd_per_question"] is None:
+        return f"USD n/a (no price for {', '.join(costs['unpriced_models'])}: add it under prices)"
+    return f"USD {costs['usd_per_question']:.4f}"
 
 
 METRIC = {"mcq": "accuracy", "rtl": "mIoU", "open": "token F1"}
@@ -76,5 +100,5 @@ def format_report(method: str, key: str, result: dict) -> list[str]:
                      f"{METRIC[task]} {value}{extra}; per type: {types}")
     c = result["costs"]
     lines.append(f"  per question: {c['llm_calls_per_question']:.1f} LLM calls, {c['tokens_per_question']:.0f} tokens, "
-                 f"{c['frames_viewed_per_question']:.1f} frames viewed, {c['seconds_per_question']:.1f} s")
+                 f"{c['frames_viewed_per_question']:.1f} frames viewed, {c['seconds_per_question']:.1f} s, {format_usd(c)}")
     return lines

@@ -48,11 +48,13 @@ class Stage:
         cls.name = cls.artifact.stage
 
     def params(self) -> dict:
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if not f.metadata.get("runtime")
-        }
+        # A float setting given as an int on the command line (`fps=1`) is the same setting as 1.0.
+        def value(field):
+            given = getattr(self, field.name)
+            is_float = field.type in (float, "float")
+            return float(given) if is_float and isinstance(given, int) and not isinstance(given, bool) else given
+
+        return {f.name: value(f) for f in dataclasses.fields(self) if not f.metadata.get("runtime")}
 
     def key(self, upstream_keys: dict[str, str]) -> str:
         return stage_key(self.name, self.version, self.params(), upstream_keys)

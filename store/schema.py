@@ -122,6 +122,8 @@ PREDICTIONS = pa.schema(
         pa.field("cache_hits", pa.int64()),
         pa.field("prompt_tokens", pa.int64()),
         pa.field("completion_tokens", pa.int64()),
+        # Per model: {"MODEL": {"calls", "prompt_tokens", "completion_tokens"}} (the method's and the vision model's).
+        pa.field("usage_json", pa.string()),
         pa.field("seconds", pa.float64()),
         pa.field("created_at", pa.timestamp("us", tz="UTC")),
     ]

@@ -59,7 +59,10 @@ class Store:
     def table(self, name: str):
         if name not in self._tables:
             declared = schema.schema_for(name)
-            table = self._db.create_table(name, schema=declared, exist_ok=True)
+            try:
+                table = self._db.open_table(name)
+            except ValueError:  # not there yet (two processes may create it at once: exist_ok)
+                table = self._db.create_table(name, schema=declared, exist_ok=True)
             # A store written by an earlier vidprep lacks the columns added since: they are added, empty.
             missing = [field for field in declared if field.name not in table.schema.names]
             if missing:
@@ -271,15 +274,16 @@ class Store:
         wanted = ", ".join(str(index[p].frame_index) for p in picks)
         return self._frames(video_id, key, f" AND frame_index IN ({wanted})")
 
-    def frame_descriptions(self, video_id: str, key: str, dim: int, frame_indices: list[int]) -> dict[int, str]:
-        """The embedding backend's text description of each asked frame (where it has one)."""
+    def frame_embeddings(self, video_id: str, key: str, dim: int, frame_indices: list[int]) -> dict[int, tuple]:
+        """Each asked frame's (vector, description) from the embedding stage `key`."""
         self._require_done(video_id, key)
         if not frame_indices:
             return {}
         wanted = ", ".join(str(int(i)) for i in frame_indices)
         rows = self.scan(FRAME_EMBEDDINGS.sized(dim).table, self._of(video_id, key) + f" AND frame_index IN ({wanted})",
-                         ["frame_index", "description"])
-        return {r["frame_index"]: r["description"] or "" for r in rows.to_pylist()}
+                         ["frame_index", "vector", "description"])
+        return {r["frame_index"]: (np.asarray(r["vector"], dtype=np.float32), r["description"] or "")
+                for r in rows.to_pylist()}
 
     def done_stages(self, video_id: str) -> list[dict]:
         """Every complete (stage, key) of a video, with what each key stands for."""

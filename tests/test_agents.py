@@ -5,14 +5,16 @@ import json
 
 import pytest
 
+from vidprep.pipeline.critic_examples import critic_examples
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.questions import jsonl
-from vidprep.stages.agents.caviar import CAViAR
-from vidprep.stages.agents.baselines import LLoVi
+from vidprep.stages.agents.base import Trace, question_text
+from vidprep.stages.agents.caviar import PROMPTS, CAViAR, VideoModules
+from vidprep.stages.agents.baselines import DirectAnswer, LLoVi
 from vidprep.stages.agents.tools import ToolResult, VideoTools, tool
 from vidprep.stages.agents.traveler import TraveLER
 from vidprep.stages.agents.videoagent2 import VideoAgent2
-from vidprep.stages.agents.vision import StoredDescriptions
+from vidprep.stages.agents.vision import StoredDescriptions, VisionLanguageModel
 from vidprep.stages.models.llm import LLMClient
 from vidprep.store.keys import content_id
 from tests.scripted_llm import ScriptedLLM
@@ -160,6 +162,9 @@ def test_traveler_summarizer_keeps_one_entry_per_frame_within_the_budget(setting
     summarize = next(r for r in server.requests if "summarize the information" in r["messages"][0]["content"])
     schema = summarize["response_format"]["json_schema"]["schema"]
     assert schema["required"] == INITIAL and schema["additionalProperties"] is False
+    # No more items than before, and all of them within the budget, with room in the reply for it.
+    assert schema["properties"]["0.0"]["maxItems"] == 2 and schema["properties"]["0.0"]["items"]["maxLength"] == 40
+    assert summarize["max_tokens"] == 400 // 3
     assert memory_in(server.requests[-1]) == {key: [f"short {key}"] for key in INITIAL}
     # Each item is clipped to its share: a window of 2 frames with a caption and one answer each.
     before = memory_in(summarize)
@@ -167,36 +172,117 @@ def test_traveler_summarizer_keeps_one_entry_per_frame_within_the_budget(setting
     assert any(item.endswith(" [...]") for items in before.values() for item in items)
 
 
-def test_caviar_critic_picks_the_strategy_it_names_and_failing_steps_do_not_end_a_trace(setting, server):
+def every_task(*strategies: list[str]) -> dict:
+    return {task: [list(s) for s in strategies] for task in ("mcq", "open", "rtl")}
+
+
+def program(code: str) -> dict:
+    return {"thought": f"try {code.splitlines()[0]}", "code": code}
+
+
+def test_caviar_critic_sees_full_traces_and_falls_back_through_its_winners(setting, server):
     question, tools, llm = setting
-    program = lambda code: {"thought": "try", "code": code}  # noqa: E731
     script(server,
-           program("finish(0)"),
+           program("finish(9)"),
            program("x = 1 / 0"), program("finish(1)"),
            program("while True:\n    pass"), program("finish(2)"),
-           {"critique": "strategy 2 recovered from its error", "winner": 2})
-    prediction = CAViAR(llm, max_steps=3, step_time_limit_s=1).answer(question, tools)
-    assert prediction.valid and prediction.answer == 1
+           {"critique": "strategy 1 looks best, then 3", "winners": [1, 3]})
+    agent = CAViAR(llm, strategies=every_task(["retrieval_qa", "finish"], ["think", "finish"], ["find_when", "finish"]),
+                   max_steps=3, step_time_limit_s=1)
+    prediction = agent.answer(question, tools)
+    # Strategy 1's choice 9 does not exist: the next winner's answer is the prediction.
+    assert prediction.valid and prediction.answer == 2
+    steps = {s["kind"]: s for s in prediction.trace}
+    assert steps["verdict"]["winners"] == [1, 3] and steps["fallback"]["strategy"] == 1
+    assert steps["chosen"]["strategy"] == 3
     results = [s for s in prediction.trace if s["kind"] == "program_result"]
     assert [s["strategy"] for s in results] == [1, 2, 2, 3, 3]
     assert "ZeroDivisionError" in results[1]["result"] and "TimeoutError" in results[3]["result"]
-    assert results[4]["finished"] and prediction.trace[-1]["winner"] == 2
-    critic_prompt = server.requests[-1]["messages"][1]["content"]
-    assert "Strategy 3" in critic_prompt and "final answer: 2" in critic_prompt
-    assert "Winner: 2, because the question is about speech" in server.requests[-1]["messages"][0]["content"]
+    critic = server.requests[-1]
+    shown = critic["messages"][1]["content"]
+    for needed in ("Strategy 3 (modules: find_when, finish)", "Step 1 thought: try x = 1 / 0", "ZeroDivisionError",
+                   "Final answer: 9", "Step 2 thought: try finish(2)"):
+        assert needed in shown
+    assert "Winners: [2, 1]" in critic["messages"][0]["content"]
+    assert critic["response_format"]["json_schema"]["schema"]["properties"]["winners"]["items"]["enum"] == [1, 2, 3]
     modules_shown = server.requests[0]["messages"][0]["content"]
-    assert "def retrieval_qa(query: str)" in modules_shown and "def find_when" not in modules_shown
+    assert "def retrieval_qa(query: str, segment: dict = None)" in modules_shown and "def find_when" not in modules_shown
 
 
-def test_caviar_module_calls_run_against_the_store(setting, server):
+def test_caviar_without_a_valid_answer_in_any_strategy_is_invalid(setting, server):
     question, tools, llm = setting
-    script(server, {"thought": "t", "code": "seg = get_segment(0, 10)\nprint(seg['captions'][:40])\nfinish(0)"},
-           {"thought": "t", "code": "finish(0)"}, {"thought": "t", "code": "finish(0)"},
-           {"critique": "all agree", "winner": 1})
-    agent = CAViAR(llm, strategies=[["get_segment", "finish"], ["finish"], ["finish"]])
+    script(server, program("finish(7)"), program("finish('x')"), {"critique": "c", "winners": [2]})
+    agent = CAViAR(llm, strategies=every_task(["finish"], ["finish"]))
     prediction = agent.answer(question, tools)
+    assert not prediction.valid and "no strategy gave an answer" in prediction.error
+
+
+def test_caviar_direct_strategy_and_segments_passed_between_modules(setting, server):
+    question, tools, llm = setting
+    script(server, {"answer": 0, "confidence": 3},
+           program("seg = get_segment(0, 8)\nr = retrieval_qa('a cat', seg)\nprint(r['frames'])\nfinish(0)"),
+           {"critique": "both agree", "winners": [2, 1]})
+    agent = CAViAR(llm, strategies=every_task(["get_segment", "retrieval_qa", "finish"]),
+                   direct={"mcq": "retrieval_qa"})
+    prediction = agent.answer(question, tools)
+    assert prediction.valid and prediction.answer == 0
+    direct, in_segment = [s for s in prediction.trace if s.get("tool") == "retrieval_qa"]
+    # The direct strategy asks the module the whole question with its choices and the reasoning guidance.
+    assert question.choices[3] in direct["arguments"]["query"] and "reasoning" in direct["arguments"]["query"]
+    assert in_segment["arguments"] == {"query": "a cat", "segment": {"start": 0.0, "end": 8.0}}
     printed = next(s for s in prediction.trace if s["kind"] == "program_result")["result"]
-    assert "[0-10s] Looks like: Egyptian cat" in printed
+    used = json.loads(printed.split("printed:\n", 1)[1].splitlines()[0])
+    assert used and all(0 <= t <= 8 for t in used)
+    assert "Result of retrieval_qa" in server.requests[0]["messages"][1]["content"]
+
+
+def test_caviar_find_when_slides_windows_and_returns_multi_second_ranges(setting, server):
+    question, tools, llm = setting
+    tools.trace = Trace(llm)
+    modules = VideoModules(tools, tools.trace, PROMPTS, window_frames=4, transcript_chunk_chars=8000)
+    ranges = modules.find_when("Egyptian cat").value
+    # The sample's first scene (0-4 s) is a cat: the first window's frames are one range of several seconds.
+    assert ranges[0]["start"] == 0.0 and ranges[0]["end"] >= 3.0 and "Egyptian cat" in ranges[0]["description"]
+    assert all(r["end"] - r["start"] >= 1.0 for r in ranges)
+    # Recall over precision: every window of 4 frames is searched.
+    stored = tools.store.frames_in_range(tools.video_id, tools.keys["frames"], 0, tools.duration)
+    assert tools.visited == [f.timestamp for f in stored]
+    inside = modules.find_when("Egyptian cat", {"start": 8.0, "end": 16.0}).value
+    assert all(r["start"] >= 7.5 for r in inside)
+    with pytest.raises(ValueError, match="segment must be a value returned by get_segment"):
+        modules.find_when("cat", "0-8")
+
+
+def test_caviar_asr_understanding_reads_long_transcripts_in_parts(setting, server):
+    question, tools, llm = setting
+    tools.trace = Trace(llm)
+    modules = VideoModules(tools, tools.trace, PROMPTS, window_frames=120, transcript_chunk_chars=40)
+    spoken = tools.transcript().text
+    script(server, *[{"answer": f"part says {i}"} for i in range(10)])
+    result = modules.asr_understanding("what is said?")
+    asked = [r["messages"][1]["content"] for r in server.requests]
+    parts = [a.split(":\n", 1)[1].split("\nQuery:")[0] for a in asked[:-1]]
+    assert len(parts) == -(-len(spoken) // 40) and asked[0].startswith(f"Transcript part 1 of {len(parts)}")
+    assert all(len(p.rstrip()) <= 40 for p in parts) and "".join(p.replace("\n", "") for p in parts) == spoken
+    assert asked[-1].startswith("Part 1: part says 0") and result.text == f"part says {len(asked) - 1}"
+
+
+def test_critic_examples_are_real_traces_with_the_strategies_that_scored_as_winners(setting, server):
+    question, tools, llm = setting
+    assert question.answer == 0
+    agent = CAViAR(llm, strategies=every_task(["finish"], ["finish"], ["finish"]))
+    rows = []
+    for qid, answers in (("c", [1, 2, 3]), ("b", [0, 0, 0]), ("a", [0, 1, 0])):
+        script(server, *[program(f"finish({a})") for a in answers], {"critique": "c", "winners": [1]})
+        trace = agent.answer(question, tools).trace
+        rows.append({"qid": qid, "task": "mcq", "question_json": json.dumps(question.to_dict()),
+                     "trace_json": json.dumps(trace)})
+    examples = critic_examples(rows, 4)
+    # Mixed outcomes first; a question no strategy got right names no winner and is left out.
+    assert len(examples) == 2 and examples[0].startswith("Example 1\nQuestion: " + question.question)
+    assert "Winners: [1, 3]" in examples[0] and "strategy 2 answered 1" in examples[0]
+    assert "Strategy 2 (modules: finish):\nStep 1 thought: try finish(1)\nprogram:\nfinish(1)" in examples[0]
+    assert examples[1].startswith("Example 2\n") and examples[1].endswith("Winners: [1, 2, 3]")
 
 
 def test_an_unparseable_final_answer_is_invalid_not_a_guess(setting, server):
@@ -233,13 +319,36 @@ def test_a_tool_registered_once_is_planned_shown_as_a_module_and_traced(setting,
     assert step["visited"] == [0.0, 1.0, 2.0, 3.0, 4.0]
 
     server.requests.clear()
-    script(server, {"thought": "t", "code": "n = frame_count(0, 4)\nfinish(0 if n == '5 frames' else 1)"},
-           {"critique": "one", "winner": 1})
-    prediction = CAViAR(llm, strategies=[["frame_count", "finish"]]).answer(question, tools)
+    # One strategy: no critic to ask.
+    script(server, {"thought": "t", "code": "n = frame_count(0, 4)\nfinish(0 if n == '5 frames' else 1)"})
+    prediction = CAViAR(llm, strategies=every_task(["frame_count", "finish"])).answer(question, tools)
     assert prediction.valid and prediction.answer == 0
     assert 'def frame_count(start: float, end: float):\n    """How many stored frames' in \
         server.requests[0]["messages"][0]["content"]
     assert [s["tool"] for s in prediction.trace if s["kind"] == "tool"] == ["frame_count"]
+    assert len(server.requests) == 1
+
+
+def test_direct_baseline_shows_evenly_spaced_frames_to_the_vision_model(setting, server):
+    question, tools, llm = setting
+    script(server, {"answer": 0, "confidence": 2})
+    prediction = DirectAnswer(llm, frames=4).answer(question, tools)
+    assert prediction.valid and prediction.answer == 0
+    # Text only: one string, as text-only chat templates (llama.cpp's) need.
+    shown = server.requests[0]["messages"][1]["content"]
+    assert "\nStored descriptions of the frames:\n" in shown and shown.count("t=") == 4
+    assert "Transcript" not in shown and shown.endswith(question_text(question))
+
+    vlm = VisionLanguageModel(llm)
+    with_vlm = VideoTools(tools.store, tools.keys, tools.video_id, tools.text_embedder, vlm)
+    script(server, {"answer": 1, "confidence": 4})
+    prediction = DirectAnswer(llm, frames=3, transcript=True).answer(question, with_vlm)
+    parts = server.requests[-1]["messages"][1]["content"]
+    assert [p["type"] for p in parts].count("image_url") == 3 and "Frame 3 at 15.0s:" in [p.get("text") for p in parts]
+    assert "Hello and welcome" in parts[-1]["text"]
+    # The trace names the frames it showed; the JPEGs stay in the store.
+    assert prediction.answer == 1 and "(a JPEG frame)" in json.dumps(prediction.trace) and "base64" not in json.dumps(
+        prediction.trace)
 
 
 def test_llovi_records_every_artifact_it_reads(setting, server):

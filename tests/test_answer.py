@@ -18,6 +18,10 @@ METHODS = {
     "videoagent2": ["method.max_steps=1"],
     "traveler": ["method.max_iterations=1", "method.questions=1", "method.window=3"],
     "caviar": ["method.max_steps=1"],
+    "caviar_agent": ["method.max_steps=1"],
+    "caviar_single_program": [],
+    "direct": [],
+    "direct_transcript": [],
     "llovi": [],
     "random": [],
 }
@@ -38,9 +42,16 @@ def answered(precomputed, sample_dir):
 def test_every_method_gives_a_valid_answer_and_a_trace_for_every_question(answered, method):
     store, summaries = answered
     summary = summaries[method]
-    assert (summary.questions, summary.answered, summary.invalid) == (7, 7, 0)
     rows = store.scan("predictions", f"run_key = '{summary.run_key}'").to_pylist()
-    assert len(rows) == 7 and all(r["valid"] for r in rows)
+    assert (summary.questions, summary.answered, len(rows)) == (7, 7, 7)
+    # vision=stored: a method that asks visual questions is told, loudly, that no vision model answers them.
+    assert bool(summary.warnings) == (method not in ("llovi", "random"))
+    assert all(line.startswith("warning: ") for line in summary.lines()[:len(summary.warnings)])
+    if method == "caviar_single_program":
+        # The method's own failure: a program that never calls finish has no answer (counted invalid).
+        assert all(r["valid"] or r["error"].startswith("InvalidAnswer: no strategy gave an answer") for r in rows)
+    else:
+        assert summary.invalid == 0 and all(r["valid"] for r in rows)
     for row in rows:
         trace = json.loads(row["trace_json"])
         assert trace, row["qid"]
@@ -79,7 +90,7 @@ def test_multirun_sweep_reuses_the_same_store(answered, precomputed, sample_dir)
             f"store.uri={cfg.store.uri}", "dataset=folder", f"dataset.manifest={sample_dir}",
             "method.max_steps=1", "ray.progress_bars=false", f"hydra.sweep.dir={cfg.store.uri}-sweep"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=600)
-    for method in ("VideoAgent2", "CAViAR"):
+    for method in ("videoagent2", "caviar"):
         assert f"({method}): 7 questions, 0 answered now, 7 already answered" in done.stdout, done.stderr[-2000:]
 
 
@@ -102,6 +113,25 @@ def test_sweep_on_the_ray_launcher_runs_each_job_as_a_ray_task(precomputed, samp
     fresh = next(line for line in summaries if "7 answered now" in line)
     run_key = fresh.split("run ")[1].split()[0]
     assert store.scan("predictions", f"run_key = '{run_key}'").num_rows == 7
+
+
+def test_critic_examples_command_writes_the_run_traces_or_says_why_not(answered, precomputed, tmp_path):
+    cfg, _, _ = precomputed
+    store, summaries = answered
+    out = tmp_path / "examples.txt"
+    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "critic-examples", "--run",
+                           summaries["caviar"].run_key, "--out", str(out), f"store.uri={cfg.store.uri}"],
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode == 0:
+        text = out.read_text()
+        assert text.startswith("Example 1\nQuestion: ") and "Winners: [" in text and "Strategy 3 (modules: " in text
+    else:
+        # SmolLM2 may get no held-out question right; the run's traces were still read.
+        assert "no question with a ground truth that some strategy got right" in done.stderr and not out.exists()
+    wrong = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "critic-examples", "--run",
+                            summaries["llovi"].run_key, "--out", str(out), f"store.uri={cfg.store.uri}"],
+                           capture_output=True, text=True, timeout=120)
+    assert wrong.returncode != 0 and "is not a CAViAR answer run" in wrong.stderr
 
 
 def test_answering_loads_no_precompute_model(answered, precomputed, sample_dir):
@@ -201,3 +231,9 @@ def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewe
     # Three calls of the method and one of the vision model, which saw two frames.
     assert row["valid"] and row["llm_calls"] == 4
     assert report([row])["costs"]["frames_viewed_per_question"] == 2
+    # Money from the price table: 4 calls of 11 prompt and 7 completion tokens (the scripted server's usage).
+    assert json.loads(row["usage_json"]) == {"scripted": {"calls": 4, "prompt_tokens": 44, "completion_tokens": 28}}
+    priced = report([row], {"scripted": {"input": 1.0, "output": 2.0}})["costs"]
+    assert priced["usd_per_question"] == pytest.approx((44 * 1.0 + 28 * 2.0) / 1e6)
+    unpriced = report([row], {"gpt-4o": {"input": 2.5, "output": 10.0}})["costs"]
+    assert unpriced["usd_per_question"] is None and unpriced["unpriced_models"] == ["scripted"]

@@ -103,21 +103,28 @@ def test_search_and_visual_questions_run_over_the_stored_captions(imported, embe
     assert tools.transcript().text == "(no speech: no audio track)"
 
 
-@pytest.mark.parametrize("method, selection", [("videoagent2", "answer.limit=4"), ("llovi", "answer.per_type=2")])
-def test_agents_answer_nextqa_from_captions_and_score_per_type(imported, method, selection):
+# Every method end to end with the real local LLM; small limits keep the tiny model's runs short.
+@pytest.mark.parametrize("method, selection, overrides", [
+    ("videoagent2", "answer.limit=4", ["method.max_steps=1"]),
+    ("llovi", "answer.per_type=2", []),
+    ("traveler", "answer.limit=2", ["method.max_iterations=1", "method.questions=1", "method.window=1"]),
+    ("caviar", "answer.limit=2", ["method.max_steps=1"]),
+    ("direct", "answer.limit=2", []),
+])
+def test_agents_answer_nextqa_from_captions_and_score_per_type(imported, method, selection, overrides):
     cfg, store, _, rows = imported
-    overrides = ["method.max_steps=1"] if method == "videoagent2" else []
     run_cfg = nextqa_config(cfg.store.uri, cfg.dataset.root, f"method={method}", selection, *overrides)
     summary = answer(run_cfg)
     families = {"C": "causal", "T": "temporal", "D": "descriptive"}
-    if selection == "answer.limit=4":
-        expected = Counter(families[r["type"][0]] for r in rows[:4])
+    if selection.startswith("answer.limit="):
+        expected = Counter(families[r["type"][0]] for r in rows[:int(selection.split("=")[1])])
     else:
         expected = {family: min(2, n) for family, n in Counter(families[r["type"][0]] for r in rows).items()}
     assert (summary.questions, summary.answered) == (sum(expected.values()),) * 2
     predictions = store.scan("predictions", f"run_key = '{summary.run_key}'").to_pylist()
     result = report(predictions)["tasks"]["mcq"]
-    assert result["questions"] == summary.questions and result["invalid"] == summary.invalid
+    assert result["questions"] == summary.questions and result["invalid"] == summary.invalid == 0, [
+        p["error"] for p in predictions]
     assert Counter(p["qtype"] for p in predictions) == expected
 
 

@@ -150,7 +150,8 @@ def test_vision_language_backends_send_the_frames_as_image_parts(server):
     frames = [Frame("v", 0, 2.0, jpeg, 4, 4)]
     assert VisionLanguageModel(client(server)).ask("What animal is it?", frames, None) == ("a tabby cat", 1.0)
     asked = server.requests[-1]["messages"][0]["content"]
-    assert "2.0s" in asked[0]["text"] and "What animal is it?" in asked[0]["text"] and len(asked) == 2
+    assert [p["type"] for p in asked] == ["text", "text", "image_url"]
+    assert "What animal is it?" in asked[0]["text"] and asked[1]["text"] == "Frame 1 at 2.0s:"
     # TraveLER's LMM instruction and its 150-token answers.
     assert asked[0]["text"].startswith("If there are factual errors") and server.requests[-1]["max_tokens"] == 150
 

@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from vidprep.jobs.config import load_config
 from vidprep.pipeline.manifest import ManifestError, read_manifest
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
@@ -197,3 +198,9 @@ def test_manifest_names_are_unique_and_skipped_files_are_named(tmp_path, caplog)
 def test_missing_manifest_is_a_clear_error(tmp_path):
     with pytest.raises(ManifestError, match="manifest not found"):
         read_manifest(tmp_path / "nope.csv")
+
+
+def test_a_float_setting_given_as_an_int_keeps_its_stage_key():
+    # `stages.frames.fps=1` on the command line must find what the default fps 1.0 stored.
+    given = build_plan(load_config(["stages.frames.fps=1", "stages.segments.seconds=10"]).stages).keys
+    assert given == build_plan(load_config([]).stages).keys

@@ -52,6 +52,8 @@ def test_run_page_shows_the_computed_score_and_the_cost_plot(tmp_path, reported)
     expected = report(rows)["tasks"]["mcq"]["score"]
     assert f"accuracy {expected:.3f}" in re.findall(r"<span class=\"score\">([^<]+)</span>", dom)
     assert "id=\"cost-plot\"" in dom and dom.count("<circle") >= 1
+    # TraveLER over vision=stored is not its paper's run, and the scores say so.
+    assert "traveler asks visual questions, but no vision model sees the frames" in dom
     chromium(tmp_path, index.as_uri(), f"--screenshot={tmp_path / 'run.png'}")
     assert (tmp_path / "run.png").stat().st_size > 10_000
 

@@ -96,3 +96,26 @@ def test_upsert_is_idempotent(tmp_path):
     store.upsert("frame_embeddings_8", rows)
     store.upsert("frame_embeddings_8", rows[5:])
     assert store.table("frame_embeddings_8").count_rows() == 10
+
+
+def test_a_store_from_an_earlier_vidprep_gets_the_new_columns_and_keeps_its_rows(tmp_path):
+    import lancedb
+    import pyarrow as pa
+
+    from vidprep.pipeline.scoring import report
+    from vidprep.store.schema import PREDICTIONS
+
+    old_schema = pa.schema([f for f in PREDICTIONS if f.name != "usage_json"])
+    old_row = {f.name: None for f in old_schema} | {
+        "row_id": "run/q1", "run_key": "run", "qid": "q1", "task": "mcq", "question_json": '{"answer": 0}',
+        "prediction_json": "0", "valid": True, "visited": [], "llm_calls": 1, "prompt_tokens": 5,
+        "completion_tokens": 2, "seconds": 1.0}
+    lancedb.connect(str(tmp_path / "db")).create_table("predictions", pa.Table.from_pylist([old_row], old_schema))
+    store = Store(str(tmp_path / "db"))
+    store.record_prediction(old_row | {"qid": "q2", "usage_json": '{"m": {"calls": 1, "prompt_tokens": 5, '
+                                                                  '"completion_tokens": 2}}'})
+    rows = sorted(store.predictions(["run"]), key=lambda r: r["qid"])
+    assert [r["qid"] for r in rows] == ["q1", "q2"] and rows[0]["usage_json"] is None
+    # The old row has no tokens per model: its run's money is unknown, and says why.
+    costs = report(rows, {"m": {"input": 1.0, "output": 1.0}})["costs"]
+    assert costs["usd_per_question"] is None and costs["unpriced_models"] == ["(not recorded)"]

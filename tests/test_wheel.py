@@ -35,7 +35,7 @@ def test_the_wheel_holds_every_module_and_pins_no_torch(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     # Hydra takes launchers only from its `hydra_plugins` namespace.
     assert all(n.startswith(("vidprep/", "vidprep-", "hydra_plugins/vidprep_ray_launcher/")) for n in names), names
-    for module in ("vidprep/stages/agents/caviar.py", "vidprep/stages/prompts/caviar/agent_v1.txt",
+    for module in ("vidprep/stages/agents/caviar.py", "vidprep/stages/prompts/caviar/agent_v2.txt",
                    "vidprep/conf/config.yaml", "vidprep/stages/models/data/imagenet_labels.txt",
                    "hydra_plugins/vidprep_ray_launcher/__init__.py"):
         assert module in names

@@ -84,6 +84,15 @@ def question_text(question: Question) -> str:
     return "\n".join(lines)
 
 
+def _without_images(messages: list[dict]) -> list[dict]:
+    """Messages as the trace keeps them: an image part is named, not stored (the frames are in the store)."""
+    def part(p):
+        return {"type": "image_url", "image_url": "(a JPEG frame)"} if p.get("type") == "image_url" else p
+
+    return [m if isinstance(m["content"], str) else {**m, "content": [part(p) for p in m["content"]]}
+            for m in messages]
+
+
 class Trace:
     """The steps of one question, each with its tokens and seconds; LLM calls go through `ask`."""
 
@@ -98,14 +107,18 @@ class Trace:
         self.steps.append(step)
         return step
 
-    def ask(self, kind: str, system: str, user: str, schema: dict, **fields) -> dict:
-        before, started = replace(self.llm.usage), time.monotonic()
+    def ask(self, kind: str, system: str, user: str | list, schema: dict, llm: LLMClient | None = None,
+            max_tokens: int | None = None, **fields) -> dict:
+        """One LLM call (the method's LLM, or `llm`, e.g. the vision model); `user` is text or message parts;
+        `max_tokens` where a reply needs more or less room than the client's default."""
+        llm = llm or self.llm
+        before, started = replace(llm.usage), time.monotonic()
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         try:
-            reply = self.llm.complete_json(messages, schema, temperature=self.temperature)
+            reply = llm.complete_json(messages, schema, max_tokens, temperature=self.temperature)
         finally:
-            used = self.llm.usage.since(before)
-            self.record(kind, prompt=messages, llm_calls=used.calls, cache_hits=used.cache_hits,
+            used = llm.usage.since(before)
+            self.record(kind, prompt=_without_images(messages), llm_calls=used.calls, cache_hits=used.cache_hits,
                         prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
                         seconds=round(time.monotonic() - started, 3), **fields)
         self.steps[-1]["reply"] = reply
@@ -124,6 +137,8 @@ class Agent:
     name = "agent"
     # Raised when a change to the method's code changes its answers: it is part of the answer run key.
     version = 1
+    # Whether the method asks the vision backend about frames (its paper's results depend on a vision model).
+    asks_visual_questions = False
 
     def __init__(self, llm: LLMClient, temperature: float | None = None):
         # A method's own sampling temperature where its paper or public code sets one (None: the LLM config's).

@@ -1,5 +1,6 @@
-"""Baselines under the same interface: LLoVi-style (all captions and the transcript, one answer)
-and a random choice (a floor; it never replaces an invalid answer of another method)."""
+"""Baselines under the same interface: the papers' direct inference (the vision model answers from
+evenly spaced frames, with or without the transcript), LLoVi-style (all captions and the transcript,
+one answer) and a random choice (a floor; it never replaces an invalid answer of another method)."""
 
 import random
 
@@ -10,7 +11,30 @@ from vidprep.stages.agents.base import (
     final_answer,
     question_text,
 )
+from vidprep.conf.checks import check_range
 from vidprep.stages.prompts import load_prompt
+
+
+class DirectAnswer(Agent):
+    """`frames` evenly spaced frames (and the transcript when `transcript`) in one prompt, answered by
+    the vision backend's model (`vision=vlm`), or offline by the LLM from the frames' stored descriptions."""
+
+    asks_visual_questions = True
+
+    def __init__(self, llm, frames: int = 120, transcript: bool = False, prompt: str = "baselines/direct_v1.txt"):
+        super().__init__(llm)
+        check_range("method.frames", frames, 1)
+        self.frames, self.transcript, self.prompt = frames, transcript, prompt
+        self.name = "direct_transcript" if transcript else "direct"
+
+    def solve(self, question, tools, trace: Trace):
+        frames = tools.evenly_spaced_frames(self.frames)
+        speech = f"Transcript:\n{tools.transcript().text}\n\n" if self.transcript else ""
+        content = ([{"type": "text", "text": f"Video length: {tools.duration:.1f} s"}] + tools.vision.look(frames, tools)
+                   + [{"type": "text", "text": speech + question_text(question)}])
+        reply = trace.ask("answer", load_prompt(self.prompt), content, answer_schema(question),
+                          llm=getattr(tools.vision, "llm", None))
+        return final_answer(question, reply, tools.duration)
 
 
 class LLoVi(Agent):

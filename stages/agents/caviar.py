@@ -1,13 +1,19 @@
 """CAViAR: a reasoning agent that writes one short program per step against video modules, several
-strategies from different module subsets, and a critic that picks the winning trace.
+strategies from different module subsets per task, and a critic that names the winning strategies.
 
 Programs run in the sandbox (stages/agents/sandbox.py); the modules run here, over the store.
-An exception or timeout in a step is that step's result, and the agent goes on.
+An exception or timeout in a step is that step's result, and the agent goes on. Where a module
+already yields the task's answer type (`direct`), it is also applied to the query on its own, as one
+more strategy. The critic sees every strategy's full trace with in-context examples made of real
+traces (`vidprep critic-examples`), names a list of winners, and the prediction is the first of them
+whose answer fits the task. The README's CAViAR table gives each element against the paper.
 """
 
 import json
 
+from vidprep.conf.checks import ConfigError, check_range
 from vidprep.stages.agents.base import (
+    TASKS,
     Agent,
     InvalidAnswer,
     Trace,
@@ -15,77 +21,113 @@ from vidprep.stages.agents.base import (
     final_answer,
     question_text,
 )
-from vidprep.stages.prompts import load_prompt
 from vidprep.stages.agents.sandbox import Sandbox
 from vidprep.stages.agents.tools import TOOLS, ToolResult, tool
-from vidprep.conf.checks import ConfigError, check_range
-from vidprep.stages.models.llm import LLMClient
+from vidprep.stages.prompts import load_prompt
 
 # `finish` ends the program; every other module is a registered tool (stages/agents/tools.py or below).
 FINISH = '''def finish(answer) -> None:
     """End with the final answer (see the form required below)."""'''
-STRATEGIES = [
-    ["retrieval_qa", "think", "finish"],
-    ["get_segment", "retrieval_qa", "asr_understanding", "think", "finish"],
-    ["find_when", "get_segment", "retrieval_qa", "asr_understanding", "think", "finish"],
-]
 PROGRAM_SCHEMA = {"type": "object", "properties": {"thought": {"type": "string"}, "code": {"type": "string"}},
                   "required": ["thought", "code"], "additionalProperties": False}
 TEXT_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
                "additionalProperties": False}
 ANSWER_FORMS = {"mcq": "the number of the correct choice (an int)", "open": "a short string",
                 "rtl": "a list [start_seconds, end_seconds]"}
+PROMPTS = {"agent": "caviar/agent_v2.txt", "think": "caviar/think_v1.txt", "asr": "caviar/asr_v1.txt",
+           "asr_consolidate": "caviar/asr_consolidate_v1.txt", "direct": "caviar/direct_v1.txt",
+           "direct_answer": "caviar/direct_answer_v1.txt",
+           "forced_finish": "caviar/forced_finish_v1.txt", "critic": "caviar/critic_v2.txt"}
 
 
 class VideoModules:
-    """The modules of one question over the tools, JSON in and out; any registered tool is a module."""
+    """The modules of one question over the tools, JSON in and out; any registered tool is a module.
+    `window_frames` frames go to the vision backend at once (what fits its context) and a transcript is
+    read `transcript_chunk_chars` at a time (what fits the LLM's)."""
 
-    def __init__(self, tools, llm: LLMClient, trace: Trace):
-        self.tools, self.llm, self.trace = tools, llm, trace
+    def __init__(self, tools, trace: Trace, prompts: dict, window_frames: int, transcript_chunk_chars: int):
+        self.tools, self.trace, self.prompts = tools, trace, prompts
+        self.window_frames, self.transcript_chunk_chars = window_frames, transcript_chunk_chars
 
-    def _ask(self, kind: str, instructions: str, text: str) -> str:
+    def _ask(self, kind: str, text: str, **format_fields) -> str:
+        instructions = load_prompt(self.prompts[kind]).format(**format_fields)
         return self.trace.ask(kind, instructions, text, TEXT_SCHEMA)["answer"]
 
-    @tool
-    def retrieval_qa(self, query: str) -> ToolResult:
-        """Find the frames most relevant to `query` and answer it from them. Returns the answer with
-        the times of the frames used and a confidence."""
-        hits = self.tools.search_frames(str(query), k=3)
-        result = self.tools.visual_question(str(query), hits.timestamps)
-        return ToolResult(f"frames at {', '.join(f'{t:.1f}s' for t in result.timestamps)}: {result.text} "
-                          f"(confidence {result.confidence:.2f})", result.confidence, result.timestamps)
+    def _span(self, segment) -> tuple[float, float]:
+        if segment is None:
+            return 0.0, self.tools.duration
+        if not (isinstance(segment, dict) and all(isinstance(segment.get(k), (int, float)) for k in ("start", "end"))):
+            raise ValueError(f"segment must be a value returned by get_segment, got {segment!r}")
+        return float(segment["start"]), float(segment["end"])
+
+    def _windows(self, segment) -> list[list]:
+        frames = self.tools.frames_in_range(*self._span(segment))
+        return [frames[i:i + self.window_frames] for i in range(0, len(frames), self.window_frames)]
 
     @tool
     def get_segment(self, start: float, end: float) -> ToolResult:
-        """The part of the video between `start` and `end` seconds: {"start", "end", "captions",
-        "transcript"}, captions and speech as text with times."""
-        captions = self.tools.segment_captions(float(start), float(end))
-        speech = self.tools.transcript(float(start), float(end))
-        value = {"start": float(start), "end": float(end), "captions": captions.text, "transcript": speech.text}
-        return ToolResult(json.dumps(value), captions.confidence, captions.timestamps + speech.timestamps, value)
+        """The part of the video between `start` and `end` seconds, as a segment value {"start", "end"}
+        that retrieval_qa, find_when and asr_understanding take as their `segment`."""
+        start, end = max(0.0, float(start)), min(self.tools.duration, float(end))
+        if start > end:
+            raise ValueError(f"get_segment({start}, {end}): start is after end (the video is "
+                             f"{self.tools.duration:.1f} s long)")
+        value = {"start": start, "end": end}
+        return ToolResult(json.dumps(value), None, [], value)
 
     @tool
-    def find_when(self, query: str) -> ToolResult:
-        """Time ranges that may show the event or action in `query`, each {"start", "end",
-        "description", "confidence"}; favours recall, so check them."""
-        hits = self.tools.search_frames(str(query), k=5)
-        value = [{"start": max(0.0, t - 1.0), "end": min(self.tools.duration, t + 1.0), "description": line,
-                  "confidence": hits.confidence} for t, line in zip(hits.timestamps, hits.text.splitlines())]
-        return ToolResult(json.dumps(value), hits.confidence, hits.timestamps, value)
+    def retrieval_qa(self, query: str, segment: dict = None) -> ToolResult:
+        """Answer `query` from the frames most relevant to it, in `segment` (from get_segment) or the
+        whole video: each window of frames is searched for relevant frames, then the query is answered
+        from those. Returns {"answer", "frames": [seconds of the frames used], "reason"}."""
+        picked, reasons = [], []
+        for window in self._windows(segment):
+            frames, reason = self.tools.vision.relevant(str(query), window, self.tools)
+            picked += frames
+            reasons.append(reason)
+        if not picked:
+            value = {"answer": "no frame is relevant to the query", "frames": [], "reason": " | ".join(reasons)}
+            return ToolResult(json.dumps(value), 0.0, [], value)
+        # The answer is asked about as many of the relevant frames as fit the model at once, evenly spread.
+        step = max(1, len(picked) // self.window_frames)
+        used = picked[::step][:self.window_frames]
+        answer, confidence = self.tools.vision.ask(str(query), used, self.tools)
+        value = {"answer": answer, "frames": [f.timestamp for f in used], "reason": " | ".join(reasons)}
+        return ToolResult(json.dumps(value, ensure_ascii=False), confidence, value["frames"], value)
 
     @tool
-    def asr_understanding(self, query: str) -> ToolResult:
-        """Answer `query` from the transcript of the video's speech ("no speech" when it has none)."""
-        transcript = self.tools.transcript()
-        answer = self._ask("asr_understanding", "Answer the query from the transcript of a video's speech.",
-                           f"Transcript:\n{transcript.text}\n\nQuery: {query}")
-        return ToolResult(answer, transcript.confidence, transcript.timestamps)
+    def find_when(self, query: str, segment: dict = None) -> ToolResult:
+        """Time ranges that may show the event or action in `query`, in `segment` (from get_segment) or
+        the whole video, each {"start", "end", "description"}; every window of frames is searched and
+        every possible range kept (recall over precision), so check them."""
+        ranges = [r for window in self._windows(segment) for r in self.tools.vision.ranges(str(query), window, self.tools)]
+        return ToolResult(json.dumps(ranges, ensure_ascii=False), None, [r["start"] for r in ranges], ranges)
+
+    @tool
+    def asr_understanding(self, query: str, segment: dict = None) -> ToolResult:
+        """Answer `query` from the transcript of the speech in `segment` (from get_segment) or the whole
+        video; a long transcript is read in parts and what each part says is consolidated."""
+        speech = self.tools.transcript(*self._span(segment))
+        if not speech.timestamps:
+            return ToolResult(speech.text, speech.confidence)
+        size, chunks = self.transcript_chunk_chars, [""]
+        for line in speech.text.splitlines():
+            # A line longer than a part is cut into parts of its own rather than lost.
+            for piece in [line[i:i + size] for i in range(0, len(line), size)]:
+                if chunks[-1] and len(chunks[-1]) + len(piece) + 1 > size:
+                    chunks.append("")
+                chunks[-1] += piece + "\n"
+        found = [self._ask("asr", f"Transcript part {i} of {len(chunks)}:\n{chunk}\nQuery: {query}")
+                 for i, chunk in enumerate(chunks, 1)]
+        if len(found) > 1:
+            parts = "\n".join(f"Part {i}: {text}" for i, text in enumerate(found, 1))
+            found = [self._ask("asr_consolidate", f"{parts}\n\nQuery: {query}")]
+        return ToolResult(found[0], speech.confidence, speech.timestamps)
 
     @tool
     def think(self, question: str, context: str = "") -> ToolResult:
         """Reason about `question` given `context` (text from earlier steps); returns the conclusion."""
-        return ToolResult(self._ask("think", "Reason step by step about the question from the context; give the "
-                                    "conclusion.", f"Context:\n{context}\n\nQuestion: {question}"), None)
+        return ToolResult(self._ask("think", f"Context:\n{context}\n\nQuestion: {question}"), None)
 
     def functions(self, names: list[str]) -> dict:
         """The sandbox's modules: each returns its tool result's value to the program."""
@@ -100,32 +142,62 @@ def _program_value(result: ToolResult):
     return result.text if result.value is None else result.value
 
 
+def shown_trace(strategy: dict) -> str:
+    """One strategy's full trace as the critic reads it (and as `vidprep critic-examples` writes it)."""
+    lines = [f"Strategy {strategy['strategy']} (modules: {', '.join(strategy['modules'])}):"]
+    for number, step in enumerate(strategy["steps"], 1):
+        lines += [f"Step {number} thought: {step['thought']}", f"program:\n{step['code']}", f"result:\n{step['result']}"]
+    lines.append(f"Final answer: {json.dumps(strategy['answer'])}")
+    return "\n".join(lines)
+
+
 class CAViAR(Agent):
     name = "caviar"
-    # 2: module headers generated from the tool registry.
-    version = 2
+    asks_visual_questions = True
+    # 3: per-task strategies with the direct one, windowed modules, segment values, critic winners list.
+    version = 3
 
-    def __init__(self, llm, strategies: list[list[str]] | None = None, max_steps: int = 6,
-                 step_time_limit_s: float = 10.0, memory_mb: int = 256, agent_prompt: str = "caviar/agent_v1.txt",
-                 critic_prompt: str = "caviar/critic_v1.txt", critic_examples: str = "caviar/critic_examples_v1.txt"):
-        super().__init__(llm)
-        self.strategies = strategies or STRATEGIES
-        unknown = {m for s in self.strategies for m in s} - set(TOOLS) - {"finish"}
-        if unknown or any("finish" not in s for s in self.strategies):
-            raise ConfigError(f"method.strategies: unknown modules {sorted(unknown)} or a strategy without finish")
+    def __init__(self, llm, strategies: dict | None = None, direct: dict | None = None, max_steps: int = 6,
+                 forced_finish: bool = True, critic: bool = True, window_frames: int = 120,
+                 transcript_chunk_chars: int = 8000, step_time_limit_s: float = 10.0, memory_mb: int = 256,
+                 prompts: dict | None = None, critic_examples: str = "caviar/critic_examples_v2.txt",
+                 temperature: float | None = None, name: str = "caviar"):
+        super().__init__(llm, temperature)
+        # The ablations' configs name themselves, so their runs are told apart in evaluate and the report.
+        self.name = name
+        self.strategies = {task: [list(s) for s in (strategies or {}).get(task) or []] for task in TASKS}
+        self.direct = {task: (direct or {}).get(task) for task in TASKS}
+        for task in TASKS:
+            unknown = {m for s in self.strategies[task] for m in s} - set(TOOLS) - {"finish"}
+            if unknown or any("finish" not in s for s in self.strategies[task]):
+                raise ConfigError(f"method.strategies.{task}: unknown modules {sorted(unknown)} or a strategy "
+                                  "without finish")
+            if self.direct[task] not in (None, "retrieval_qa", "find_when", "asr_understanding"):
+                raise ConfigError(f"method.direct.{task}: {self.direct[task]!r} is not a module that answers a query")
+            if not (self.strategies[task] or self.direct[task]):
+                raise ConfigError(f"method.strategies.{task} is empty and method.direct.{task} is null: "
+                                  f"no strategy answers {task} questions")
         check_range("method.max_steps", max_steps, 1)
+        check_range("method.window_frames", window_frames, 1)
+        check_range("method.transcript_chunk_chars", transcript_chunk_chars, 10)
         check_range("method.step_time_limit_s", step_time_limit_s, 0.1)
         check_range("method.memory_mb", memory_mb, 32)
-        self.max_steps, self.step_time_limit_s, self.memory_mb = max_steps, step_time_limit_s, memory_mb
-        self.agent_prompt, self.critic_prompt, self.critic_examples = agent_prompt, critic_prompt, critic_examples
+        self.max_steps, self.forced_finish, self.critic = max_steps, forced_finish, critic
+        self.window_frames, self.transcript_chunk_chars = window_frames, transcript_chunk_chars
+        self.step_time_limit_s, self.memory_mb = step_time_limit_s, memory_mb
+        self.prompts = {**PROMPTS, **(prompts or {})}
+        self.critic_examples = critic_examples
+
+    def _modules(self, tools, trace: Trace) -> VideoModules:
+        return VideoModules(tools, trace, self.prompts, self.window_frames, self.transcript_chunk_chars)
 
     def _reason(self, question, tools, modules: list[str], trace: Trace, index: int) -> dict:
-        system = load_prompt(self.agent_prompt).format(
+        system = load_prompt(self.prompts["agent"]).format(
             modules="\n\n".join(FINISH if m == "finish" else TOOLS[m].header() for m in modules),
-            answer_form=ANSWER_FORMS[question.task])
+            answer_form=ANSWER_FORMS[question.task], max_steps=self.max_steps)
         history, answer = [], None
-        sandbox = Sandbox(VideoModules(tools, self.llm, trace).functions(modules), self.step_time_limit_s,
-                          self.memory_mb)
+        sandbox = Sandbox(self._modules(tools, trace).functions(modules), self.step_time_limit_s, self.memory_mb)
+        user = question_text(question)
         try:
             for step in range(self.max_steps):
                 user = question_text(question) + "".join(
@@ -140,11 +212,24 @@ class CAViAR(Agent):
                     break
         finally:
             sandbox.close()
-        if answer is None:
-            forced = trace.ask("forced_finish", "Give the final answer from the trace so far.",
-                               user, answer_schema(question), strategy=index)
+        if answer is None and self.forced_finish:
+            forced = trace.ask("forced_finish", load_prompt(self.prompts["forced_finish"]), user,
+                               answer_schema(question), strategy=index)
             answer = forced.get("answer", [forced.get("start"), forced.get("end")])
         return {"strategy": index, "modules": modules, "steps": history, "answer": answer}
+
+    def _direct(self, question, tools, module: str, trace: Trace, index: int) -> dict:
+        """The module applied to the query itself, told to write out its reasoning; its result is put in
+        the task's answer form."""
+        query = f"{question_text(question)}\n{load_prompt(self.prompts['direct'])}"
+        result = getattr(self._modules(tools, trace), module)(query)
+        reply = trace.ask("direct_answer", load_prompt(self.prompts["direct_answer"]),
+                          f"{question_text(question)}\n\nResult of {module}:\n{result.for_prompt()}",
+                          answer_schema(question), strategy=index)
+        step = {"thought": f"apply {module} to the query directly", "code": f"{module}(query)",
+                "result": result.for_prompt()}
+        return {"strategy": index, "modules": [module], "steps": [step],
+                "answer": reply.get("answer", [reply.get("start"), reply.get("end")])}
 
     def _checked(self, question, answer, duration: float):
         try:
@@ -156,15 +241,35 @@ class CAViAR(Agent):
             raise InvalidAnswer(f"finish({answer!r}) does not fit the task: {error}") from None
 
     def solve(self, question, tools, trace: Trace):
-        traces = [self._reason(question, tools, modules, trace, i + 1) for i, modules in enumerate(self.strategies)]
-        shown = "\n\n".join(f"Strategy {t['strategy']} (modules: {', '.join(t['modules'])}):\n"
-                            + "\n".join(f"program: {s['code']}\nresult: {s['result']}" for s in t["steps"])
-                            + f"\nfinal answer: {json.dumps(t['answer'])}" for t in traces)
-        schema = {"type": "object", "properties": {
-            "critique": {"type": "string"}, "winner": {"type": "integer", "enum": list(range(1, len(traces) + 1))}},
-            "required": ["critique", "winner"], "additionalProperties": False}
-        system = load_prompt(self.critic_prompt).format(examples=load_prompt(self.critic_examples))
-        verdict = trace.ask("critic", system, f"{question_text(question)}\n\n{shown}", schema)
-        winner = traces[verdict["winner"] - 1]
-        trace.record("verdict", winner=verdict["winner"], critique=verdict["critique"], answer=winner["answer"])
-        return self._checked(question, winner["answer"], tools.duration)
+        runs = []
+        if self.direct[question.task]:
+            runs.append(self._direct(question, tools, self.direct[question.task], trace, 1))
+        for modules in self.strategies[question.task]:
+            runs.append(self._reason(question, tools, modules, trace, len(runs) + 1))
+        for run in runs:
+            trace.record("strategy", strategy=run["strategy"], modules=run["modules"], shown=shown_trace(run),
+                         answer=run["answer"])
+        order = [r["strategy"] for r in runs]
+        if self.critic and len(runs) > 1:
+            schema = {"type": "object", "properties": {
+                "critique": {"type": "string"},
+                "winners": {"type": "array", "items": {"type": "integer", "enum": order}, "minItems": 1}},
+                "required": ["critique", "winners"], "additionalProperties": False}
+            system = load_prompt(self.prompts["critic"]).format(examples=load_prompt(self.critic_examples))
+            shown = "\n\n".join(shown_trace(r) for r in runs)
+            verdict = trace.ask("critic", system, f"{question_text(question)}\n\n{shown}", schema)
+            winners = list(dict.fromkeys(verdict["winners"]))
+            # The critic's list first; should all its answers be invalid, the other strategies in turn.
+            order = winners + [n for n in order if n not in winners]
+            trace.record("verdict", winners=winners, critique=verdict["critique"])
+        errors = []
+        for number in order:
+            try:
+                answer = self._checked(question, runs[number - 1]["answer"], tools.duration)
+            except InvalidAnswer as error:
+                errors.append(f"strategy {number}: {error}")
+                trace.record("fallback", strategy=number, reason=str(error))
+                continue
+            trace.record("chosen", strategy=number, answer=answer)
+            return answer
+        raise InvalidAnswer("no strategy gave an answer that fits the task: " + "; ".join(errors))

@@ -13,6 +13,8 @@ import inspect
 import typing
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS, Frame
 from vidprep.store.store import ArtifactMissing, Store
 
@@ -151,9 +153,19 @@ class VideoTools:
     def frame_captions(self):
         return self.store.read(FRAME_CAPTIONS, self.video_id, self._key("frame_captions"))
 
+    def _embedded(self, frames: list[Frame]) -> dict[int, tuple]:
+        return self.store.frame_embeddings(self.video_id, self._key("frame_embeddings"), self.text_embedder.dim,
+                                           [f.frame_index for f in frames])
+
     def frame_descriptions(self, frames: list[Frame]) -> dict[int, str]:
-        return self.store.frame_descriptions(self.video_id, self._key("frame_embeddings"), self.text_embedder.dim,
-                                             [f.frame_index for f in frames])
+        return {index: description for index, (_, description) in self._embedded(frames).items()}
+
+    def similarities(self, query: str, frames: list[Frame]) -> dict[int, float]:
+        """Cosine similarity of the query's text embedding to each frame's stored embedding."""
+        query_vector = np.asarray(self.text_embedder.embed_texts([query])[0], dtype=np.float32)
+        query_vector /= np.linalg.norm(query_vector) or 1.0
+        return {index: float(vector @ query_vector / (np.linalg.norm(vector) or 1.0))
+                for index, (vector, _) in self._embedded(frames).items()}
 
     @tool
     def search_frames(self, query: str, k: int = 5) -> ToolResult:

@@ -34,11 +34,17 @@ def _questions_schema(count: int) -> dict:
         "required": ["questions"], "additionalProperties": False}
 
 
-def _summary_schema(memory: dict) -> dict:
-    """The memory's own keys, each a list of shorter items: the Summarizer keeps the bank's format."""
-    entry = {"type": "array", "items": {"type": "string"}, "minItems": 1}
-    return {"type": "object", "properties": {key: entry for key in memory}, "required": list(memory),
-            "additionalProperties": False}
+def _summary_schema(memory: dict, budget_chars: int) -> dict:
+    """The memory's own keys, each a list of at most as many items, all of them together within the
+    budget: the Summarizer keeps the bank's format and its reply fits the budget."""
+    item_chars = max(20, budget_chars // sum(len(items) for items in memory.values()))
+
+    def entry(items: list) -> dict:
+        return {"type": "array", "items": {"type": "string", "maxLength": item_chars}, "minItems": 1,
+                "maxItems": len(items)}
+
+    return {"type": "object", "properties": {key: entry(items) for key, items in memory.items()},
+            "required": list(memory), "additionalProperties": False}
 
 
 def _key(timestamp: float) -> str:
@@ -55,6 +61,7 @@ def _asked(question, with_choices: bool) -> str:
 
 class TraveLER(Agent):
     name = "traveler"
+    asks_visual_questions = True
     version = 3
 
     def __init__(self, llm, window: int = 5, window_spacing: float = 1.0, questions: int = 3,
@@ -73,15 +80,19 @@ class TraveLER(Agent):
                         "summarize": "traveler/summarize_v2.txt", "final": "traveler/final_v2.txt",
                         **(prompts or {})}
 
-    def _item(self, text: str) -> str:
-        """A memory item within its share of the budget, so that one iteration's window fits in it and no
-        prompt outgrows a small model's context however long the stored captions are."""
-        limit = self.max_memory_chars // (self.window * (self.questions + 1))
-        return text if len(text) <= limit else text[:limit] + " [...]"
+    @property
+    def _item_chars(self) -> int:
+        """A memory item's share of the budget, so that one iteration's window fits in it and no prompt
+        outgrows a small model's context however long the stored captions are."""
+        return self.max_memory_chars // (self.window * (self.questions + 1))
 
-    def _ask(self, trace: Trace, kind: str, parts: list[str], schema: dict, **format_fields) -> dict:
+    def _item(self, text: str) -> str:
+        return text if len(text) <= self._item_chars else text[:self._item_chars] + " [...]"
+
+    def _ask(self, trace: Trace, kind: str, parts: list[str], schema: dict, max_tokens: int | None = None,
+             **format_fields) -> dict:
         instructions = load_prompt(self.prompts[kind]).format(**format_fields)
-        return trace.ask(kind, instructions, "\n\n".join(p for p in parts if p), schema)
+        return trace.ask(kind, instructions, "\n\n".join(p for p in parts if p), schema, max_tokens=max_tokens)
 
     def solve(self, question, tools, trace: Trace):
         initial = evenly_spaced(tools.frame_captions(), self.initial_captions)
@@ -112,8 +123,10 @@ class TraveLER(Agent):
                 memory.setdefault(key, []).extend(items)
             memory = dict(sorted(memory.items(), key=lambda item: float(item[0])))
             if len(json.dumps(memory, ensure_ascii=False)) > self.max_memory_chars:
+                # The reply restates the whole memory, shorter: room for the budget (about 3 characters a token).
                 condensed = self._ask(trace, "summarize", [f"Information: {json.dumps(memory, ensure_ascii=False)}",
-                                                           _asked(question, True)], _summary_schema(memory))
+                                                           _asked(question, True)],
+                                      _summary_schema(memory, self.max_memory_chars), self.max_memory_chars // 3)
                 memory = {key: [self._item(item) for item in condensed[key]] for key in memory}
             trace.record("memory", memory=json.loads(json.dumps(memory)))
             verdict = self._ask(trace, "evaluate", [length, f"Information: {json.dumps(memory, ensure_ascii=False)}",

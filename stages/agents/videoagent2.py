@@ -58,6 +58,7 @@ class VideoAgent2(Agent):
         if unknown or not tools:
             raise ConfigError(f"method.tools: unknown tools {unknown} (known: {', '.join(sorted(TOOLS))})")
         self.confidence_threshold, self.max_steps, self.tools = confidence_threshold, max_steps, list(tools)
+        self.asks_visual_questions = any(t in ("visual_question", "describe_frame") for t in self.tools)
         self.tool_confidence, self.adjust_plan = tool_confidence, adjust_plan
         self.chain_of_thought, self.summary = chain_of_thought, summary
         self.answer_prompt, self.plan_prompt = answer_prompt, plan_prompt

@@ -1,19 +1,38 @@
 """The vision backend agents ask about frames: stored descriptions offline, or a vision-language model.
 
-Answering never runs a precompute model: offline, a visual question is answered from what the
-precompute stages stored about those frames (their "looks like" descriptions and the captions of
-the segments around them), LLoVi-style; a vision-language model instead sees the JPEGs themselves.
+Each call is about a list of frames: `look` gives them as message parts (what a model is shown),
+`describe` them, `ask` a question about them, say which are `relevant` to a query, and find the time
+`ranges` that may show an event (CAViAR's windowed modules pass one window of frames at a time). A
+backend with a model (`llm`) answers the direct baseline itself.
+
+Answering never runs a precompute model: offline, the backend answers from what the precompute stages
+stored about those frames (their "looks like" descriptions, the captions of the segments around them
+and their embeddings), LLoVi-style; a vision-language model instead sees the JPEGs themselves.
 """
 
 from vidprep.conf.checks import check_range
-from vidprep.stages.prompts import load_prompt, prompt_hash
 from vidprep.stages.models.llm import LLMClient, image_part
+from vidprep.stages.prompts import load_prompt, prompt_hash
+
+
+def _spacing(frames) -> float:
+    """The time between neighbouring frames of a window (1 s for a single frame)."""
+    gaps = sorted(b.timestamp - a.timestamp for a, b in zip(frames, frames[1:]))
+    return gaps[len(gaps) // 2] if gaps else 1.0
 
 
 class StoredDescriptions:
-    """What the store says of the asked frames; the confidence is that of the covering captions."""
+    """What the store says of the asked frames; the confidence is that of the covering captions.
+    Relevance is the stored embeddings' similarity to the query: the frames within `relevance_margin`
+    of a window's best are relevant, and runs of them are the ranges that may show an event."""
 
     model_id = "stored-descriptions"
+    # No model looks at the frames: a method that asks visual questions is told so, loudly.
+    sees_frames = False
+
+    def __init__(self, relevance_margin: float = 0.05):
+        check_range("vision.relevance_margin", relevance_margin, 0, 1)
+        self.relevance_margin = relevance_margin
 
     def describe(self, frames, tools) -> tuple[str, float]:
         if not frames:
@@ -23,42 +42,101 @@ class StoredDescriptions:
         captions = tools.segment_captions(frames[0].timestamp, frames[-1].timestamp)
         return "\n".join(lines + ["Segment captions:", captions.text]), captions.confidence
 
+    def look(self, frames, tools) -> list[dict]:
+        descriptions = tools.frame_descriptions(frames)
+        lines = [f"t={f.timestamp:.1f}s: {descriptions.get(f.frame_index, '(no description)')}" for f in frames]
+        return [{"type": "text", "text": "Stored descriptions of the frames:\n" + "\n".join(lines)}]
+
     def ask(self, question: str, frames, tools) -> tuple[str, float]:
         text, confidence = self.describe(frames, tools)
         return f"(offline: no visual model answers questions; stored descriptions of the frames)\n{text}", confidence
 
+    def relevant(self, query: str, frames, tools) -> tuple[list, str]:
+        scores = tools.similarities(query, frames)
+        best = max(scores.values(), default=0.0)
+        picked = [f for f in frames if scores.get(f.frame_index, -1.0) >= best - self.relevance_margin]
+        return picked, f"stored embeddings: best similarity to the query {best:.2f}, frames within " \
+                       f"{self.relevance_margin} of it kept"
+
+    def ranges(self, query: str, frames, tools) -> list[dict]:
+        picked = {f.frame_index for f in self.relevant(query, frames, tools)[0]}
+        descriptions = tools.frame_descriptions([f for f in frames if f.frame_index in picked])
+        runs, run = [], []
+        for frame in frames:
+            if frame.frame_index in picked:
+                run.append(frame)
+            elif run:
+                runs, run = runs + [run], []
+        runs += [run] if run else []
+        half = _spacing(frames) / 2
+        return [{"start": round(max(0.0, r[0].timestamp - half), 3),
+                 "end": round(min(tools.duration, r[-1].timestamp + half), 3),
+                 "description": "; ".join(dict.fromkeys(descriptions.get(f.frame_index, "") for f in r))}
+                for r in runs]
+
 
 class VisionLanguageModel:
-    """A vision-language model behind the LLM layer; the frames go as image parts."""
+    """A vision-language model behind the LLM layer; the frames go as image parts, each after its time."""
 
-    SCHEMA = {
-        "type": "object",
-        "properties": {"answer": {"type": "string"},
-                       "confidence": {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}},
-        "required": ["answer", "confidence"],
-        "additionalProperties": False,
-    }
+    sees_frames = True
+
+    CONFIDENCE = {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}
+    CAPTION = {"type": "object", "properties": {"caption": {"type": "string"}, "confidence": CONFIDENCE},
+               "required": ["caption", "confidence"], "additionalProperties": False}
+    ANSWER = {"type": "object", "properties": {"answer": {"type": "string"}, "confidence": CONFIDENCE},
+              "required": ["answer", "confidence"], "additionalProperties": False}
+    RELEVANT = {"type": "object", "properties": {"frames": {"type": "array", "items": {"type": "integer"}},
+                                                 "reason": {"type": "string"}},
+                "required": ["frames", "reason"], "additionalProperties": False}
+    RANGES = {"type": "object", "properties": {"ranges": {"type": "array", "items": {
+        "type": "object", "properties": {"start": {"type": "number"}, "end": {"type": "number"},
+                                         "description": {"type": "string"}},
+        "required": ["start", "end", "description"], "additionalProperties": False}}},
+        "required": ["ranges"], "additionalProperties": False}
 
     def __init__(self, llm: LLMClient, caption_prompt: str = "caption_v1.txt", question_prompt: str = "vqa_v1.txt",
+                 relevant_prompt: str = "vision_relevant_v1.txt", ranges_prompt: str = "vision_ranges_v1.txt",
                  answer_tokens: int = 150):
         check_range("vision.answer_tokens", answer_tokens, 1)
-        self.llm = llm
-        self.caption_prompt, self.question_prompt, self.answer_tokens = caption_prompt, question_prompt, answer_tokens
+        self.llm, self.answer_tokens = llm, answer_tokens
+        self.prompts = {"caption": caption_prompt, "question": question_prompt, "relevant": relevant_prompt,
+                        "ranges": ranges_prompt}
 
     @property
     def model_id(self) -> str:
-        prompts = ",".join(f"{p}@{prompt_hash(p)}" for p in (self.caption_prompt, self.question_prompt))
+        prompts = ",".join(f"{p}@{prompt_hash(p)}" for p in self.prompts.values())
         return f"vlm({self.llm.model_id},{prompts},{self.answer_tokens})"
 
-    def _ask(self, text: str, frames) -> tuple[str, float]:
-        content = [{"type": "text", "text": text}] + [image_part(f.jpeg) for f in frames]
-        reply = self.llm.complete_json([{"role": "user", "content": content}], self.SCHEMA, self.answer_tokens)
-        return reply["answer"], reply["confidence"] / 5
+    def look(self, frames, tools) -> list[dict]:
+        parts = []
+        for number, frame in enumerate(frames, 1):
+            parts += [{"type": "text", "text": f"Frame {number} at {frame.timestamp:.1f}s:"}, image_part(frame.jpeg)]
+        return parts
+
+    def _ask(self, text: str, frames, schema: dict, max_tokens: int | None = None) -> dict:
+        content = [{"type": "text", "text": text}] + self.look(frames, None)
+        return self.llm.complete_json([{"role": "user", "content": content}], schema, max_tokens)
 
     def describe(self, frames, tools) -> tuple[str, float]:
-        return self._ask(load_prompt(self.caption_prompt), frames)
+        reply = self._ask(load_prompt(self.prompts["caption"]), frames, self.CAPTION)
+        return reply["caption"], reply["confidence"] / 5
 
     def ask(self, question: str, frames, tools) -> tuple[str, float]:
-        stamps = ", ".join(f"{f.timestamp:.1f}s" for f in frames)
-        return self._ask(f"{load_prompt(self.question_prompt)}\nThe frames are from one video at {stamps}.\n"
-                         f"Question: {question}\nReply as JSON with answer and confidence (0-5).", frames)
+        reply = self._ask(f"{load_prompt(self.prompts['question'])}\nQuestion: {question}\n"
+                          "Reply as JSON with answer and confidence (0-5).", frames, self.ANSWER, self.answer_tokens)
+        return reply["answer"], reply["confidence"] / 5
+
+    def relevant(self, query: str, frames, tools) -> tuple[list, str]:
+        reply = self._ask(load_prompt(self.prompts["relevant"]).format(query=query), frames, self.RELEVANT)
+        numbers = dict.fromkeys(n for n in reply["frames"] if 1 <= n <= len(frames))
+        return [frames[n - 1] for n in sorted(numbers)], reply["reason"]
+
+    def ranges(self, query: str, frames, tools) -> list[dict]:
+        reply = self._ask(load_prompt(self.prompts["ranges"]).format(query=query), frames, self.RANGES)
+        low, high = frames[0].timestamp, frames[-1].timestamp + _spacing(frames)
+        found = []
+        for r in reply["ranges"]:
+            start, end = max(low, float(r["start"])), min(high, tools.duration, float(r["end"]))
+            if start <= end:
+                found.append({"start": start, "end": end, "description": r["description"]})
+        return found

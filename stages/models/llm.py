@@ -73,6 +73,14 @@ class LLMReplyError(LLMError):
         self.raw = raw
 
 
+def _text_only(message: dict) -> dict:
+    """A message whose parts are all text, as one string: text-only chat templates (llama.cpp's) take no parts."""
+    content = message["content"]
+    if isinstance(content, list) and all(p.get("type") == "text" for p in content):
+        return {**message, "content": "\n".join(p["text"] for p in content)}
+    return message
+
+
 def image_part(jpeg: bytes) -> dict:
     """A stored JPEG frame as an image part of a chat message (vision-language endpoints)."""
     url = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode()
@@ -187,6 +195,7 @@ class LLMClient:
     def complete(self, messages: list, schema: dict | None = None, max_tokens: int | None = None,
                  temperature: float | None = None) -> str:
         """The reply text (cached when caching is on); max_tokens and temperature default to the client's."""
+        messages = [_text_only(m) for m in messages]
         params = self._params(schema, max_tokens, temperature)
         key = self.cache_key(messages, params)
         if self.store is not None:
