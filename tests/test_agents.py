@@ -337,6 +337,10 @@ def test_direct_baseline_shows_evenly_spaced_frames_to_the_vision_model(setting,
     # Text only: one string, as text-only chat templates (llama.cpp's) need.
     shown = server.requests[0]["messages"][1]["content"]
     assert "\nStored descriptions of the frames:\n" in shown and shown.count("t=") == 4
+    script(server, {"answer": 0, "confidence": 2})
+    DirectAnswer(llm, frames=4, max_description_chars=100).answer(question, tools)
+    lines = server.requests[-1]["messages"][1]["content"].split("frames:\n")[1].splitlines()[:4]
+    assert all(len(line.split(": ", 1)[1]) <= 25 for line in lines)
     assert "Transcript" not in shown and shown.endswith(question_text(question))
 
     vlm = VisionLanguageModel(llm)

@@ -21,16 +21,19 @@ class DirectAnswer(Agent):
 
     asks_visual_questions = True
 
-    def __init__(self, llm, frames: int = 120, transcript: bool = False, prompt: str = "baselines/direct_v1.txt"):
+    def __init__(self, llm, frames: int = 120, transcript: bool = False, max_description_chars: int = 8000,
+                 prompt: str = "baselines/direct_v1.txt"):
         super().__init__(llm)
         check_range("method.frames", frames, 1)
+        check_range("method.max_description_chars", max_description_chars, 100)
         self.frames, self.transcript, self.prompt = frames, transcript, prompt
+        self.max_description_chars = max_description_chars
         self.name = "direct_transcript" if transcript else "direct"
 
     def solve(self, question, tools, trace: Trace):
         frames = tools.evenly_spaced_frames(self.frames)
         speech = f"Transcript:\n{tools.transcript().text}\n\n" if self.transcript else ""
-        content = ([{"type": "text", "text": f"Video length: {tools.duration:.1f} s"}] + tools.vision.look(frames, tools)
+        content = ([{"type": "text", "text": f"Video length: {tools.duration:.1f} s"}] + tools.vision.look(frames, tools, self.max_description_chars)
                    + [{"type": "text", "text": speech + question_text(question)}])
         reply = trace.ask("answer", load_prompt(self.prompt), content, answer_schema(question),
                           llm=getattr(tools.vision, "llm", None))

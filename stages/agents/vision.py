@@ -1,6 +1,7 @@
 """The vision backend agents ask about frames: stored descriptions offline, or a vision-language model.
 
-Each call is about a list of frames: `look` gives them as message parts (what a model is shown),
+Each call is about a list of frames: `look` gives them as message parts (what a model is shown; a
+text backend keeps to `max_chars`),
 `describe` them, `ask` a question about them, say which are `relevant` to a query, and find the time
 `ranges` that may show an event (CAViAR's windowed modules pass one window of frames at a time). A
 backend with a model (`llm`) answers the direct baseline itself.
@@ -42,9 +43,11 @@ class StoredDescriptions:
         captions = tools.segment_captions(frames[0].timestamp, frames[-1].timestamp)
         return "\n".join(lines + ["Segment captions:", captions.text]), captions.confidence
 
-    def look(self, frames, tools) -> list[dict]:
+    def look(self, frames, tools, max_chars: int | None = None) -> list[dict]:
         descriptions = tools.frame_descriptions(frames)
-        lines = [f"t={f.timestamp:.1f}s: {descriptions.get(f.frame_index, '(no description)')}" for f in frames]
+        share = max_chars // len(frames) if max_chars and frames else None
+        lines = [f"t={f.timestamp:.1f}s: {descriptions.get(f.frame_index, '(no description)')[:share]}"
+                 for f in frames]
         return [{"type": "text", "text": "Stored descriptions of the frames:\n" + "\n".join(lines)}]
 
     def ask(self, question: str, frames, tools) -> tuple[str, float]:
@@ -107,7 +110,7 @@ class VisionLanguageModel:
         prompts = ",".join(f"{p}@{prompt_hash(p)}" for p in self.prompts.values())
         return f"vlm({self.llm.model_id},{prompts},{self.answer_tokens})"
 
-    def look(self, frames, tools) -> list[dict]:
+    def look(self, frames, tools, max_chars: int | None = None) -> list[dict]:
         parts = []
         for number, frame in enumerate(frames, 1):
             parts += [{"type": "text", "text": f"Frame {number} at {frame.timestamp:.1f}s:"}, image_part(frame.jpeg)]
