@@ -35,19 +35,19 @@ class StoredDescriptions:
         check_range("vision.relevance_margin", relevance_margin, 0, 1)
         self.relevance_margin = relevance_margin
 
+    def _lines(self, frames, tools, share: int | None = None) -> list[str]:
+        descriptions = tools.frame_descriptions(frames)
+        return [f"t={f.timestamp:.1f}s: {descriptions.get(f.frame_index, '(no description)')[:share]}" for f in frames]
+
     def describe(self, frames, tools) -> tuple[str, float]:
         if not frames:
             return "no frames", 0.0
-        descriptions = tools.frame_descriptions(frames)
-        lines = [f"t={f.timestamp:.1f}s: {descriptions.get(f.frame_index, '(no description)')}" for f in frames]
         captions = tools.segment_captions(frames[0].timestamp, frames[-1].timestamp)
-        return "\n".join(lines + ["Segment captions:", captions.text]), captions.confidence
+        return "\n".join(self._lines(frames, tools) + ["Segment captions:", captions.text]), captions.confidence
 
     def look(self, frames, tools, max_chars: int | None = None) -> list[dict]:
-        descriptions = tools.frame_descriptions(frames)
         share = max_chars // len(frames) if max_chars and frames else None
-        lines = [f"t={f.timestamp:.1f}s: {descriptions.get(f.frame_index, '(no description)')[:share]}"
-                 for f in frames]
+        lines = self._lines(frames, tools, share)
         return [{"type": "text", "text": "Stored descriptions of the frames:\n" + "\n".join(lines)}]
 
     def ask(self, question: str, frames, tools) -> tuple[str, float]:
