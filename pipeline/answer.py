@@ -129,7 +129,8 @@ class AnswerSummary:
     warnings: list[str] = dataclasses.field(default_factory=list)
 
     def lines(self) -> list[str]:
-        return [f"warning: {w}" for w in self.warnings] + [f"run {self.run_key} ({self.method}): {self.questions} questions, {self.answered} answered now, "
+        return [f"warning: {w}" for w in self.warnings] + [
+                f"run {self.run_key} ({self.method}): {self.questions} questions, {self.answered} answered now, "
                 f"{self.skipped} already answered, {self.invalid} invalid, {self.failed} failed; "
                 f"LLM calls: {self.llm_calls}; wall time {self.wall_seconds:.1f} s",
                 f"scores: vidprep evaluate --run {self.run_key}"]

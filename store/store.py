@@ -261,6 +261,15 @@ class Store:
         wanted = ", ".join(str(f.frame_index) for f in nearest)
         return self._frames(video_id, key, f" AND frame_index IN ({wanted})")
 
+    def frames_nearest_each(self, video_id: str, key: str, times: list[float]) -> list[Frame]:
+        """The frame nearest to each time, each frame once, in time order (the index read once, JPEGs only
+        for those)."""
+        index = self._frames(video_id, key, with_jpeg=False)
+        if not index:
+            raise ArtifactMissing(f"video {video_id} has no frames for stage key {key}")
+        wanted = ", ".join(sorted({str(min(index, key=lambda f: abs(f.timestamp - t)).frame_index) for t in times}))
+        return sorted(self._frames(video_id, key, f" AND frame_index IN ({wanted})"), key=lambda f: f.timestamp)
+
     def frame_nearest(self, video_id: str, key: str, t: float) -> Frame:
         return self.frames_nearest(video_id, key, t, 1)[0]
 

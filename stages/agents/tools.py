@@ -142,8 +142,9 @@ class VideoTools:
 
     def frames_at(self, times: list[float]) -> list[Frame]:
         """The stored frame nearest to each time, each frame once, in time order."""
-        frames = {f.frame_index: f for f in (self.frame_nearest(t) for t in times)}
-        return sorted(frames.values(), key=lambda f: f.timestamp)
+        frames = self.store.frames_nearest_each(self.video_id, self._key("frames"), times)
+        self._visit([f.timestamp for f in frames])
+        return frames
 
     def evenly_spaced_frames(self, n: int) -> list[Frame]:
         frames = self.store.evenly_spaced_frames(self.video_id, self._key("frames"), n)
