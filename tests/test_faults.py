@@ -59,10 +59,8 @@ def test_two_jobs_on_one_store_write_one_copy_and_readers_see_only_complete_arti
     assert all(job.returncode == 3 for job in jobs), [err[-2000:] for _, err in outputs]
     final = StoreSettings.from_config(config_for(uri, sample_dir).store).open()
     got, want = _snapshot(final), _snapshot(reference)
-    assert {t: set(rows) for t, rows in got.items()} == {t: set(rows) for t, rows in want.items()}
-    # The LLM server runs the two jobs' requests side by side, which may change a summary's wording.
-    assert {t: rows for t, rows in got.items() if t != "summaries"} == {
-        t: rows for t, rows in want.items() if t != "summaries"}
+    # Summaries included: the local LLM server's reply does not depend on the other job's requests.
+    assert got == want
     # What a reader got while the jobs ran was the finished artifact, never a part of it.
     assert seen and misses
     for (video, name), value in seen.items():

@@ -115,7 +115,7 @@ def test_llm_server_dying_mid_run_leaves_no_partial_rows_and_a_rerun_completes(t
     overrides = ["llm=openai", f"llm.client.base_url={scripted.base_url}", "llm.client.max_retries=1",
                  "llm.client.backoff_s=0.05", "~stages.frame_embeddings", "~stages.frame_captions"]
     cfg = config_for(tmp_path / "db", manifest, *overrides)
-    scripted.script = [("reply_then_die", '{"summary": "the only reply before the server died"}')]
+    scripted.script = [("reply_then_die", '{"reasoning": "scripted", "summary": "the only reply before the server died"}')]
     first = precompute(cfg)
     assert (first.done, first.failed) == (1, 1) and first.failures[0]["stage"] == "summary"
     assert "failed after 2 attempts" in first.failures[0]["error"]
@@ -156,16 +156,20 @@ def test_vision_language_backends_send_the_frames_as_image_parts(server):
     assert asked[0]["text"].startswith("If there are factual errors") and server.requests[-1]["max_tokens"] == 150
 
 
-def test_summary_of_long_inputs_is_made_in_chunks_then_combined(server):
+def test_summary_reasons_first_over_captions_in_chunks_then_combines(server):
     from vidprep.stages.summarize import SummarizeVideo
     from vidprep.store.artifacts import SegmentCaption
 
     captions = [SegmentCaption(i, i * 10.0, i * 10.0 + 10, f"caption of segment {i} " + "x" * 150, 0.5, "m")
                 for i in range(12)]
-    server.default = '{"summary": "a scripted summary"}'
+    server.default = '{"reasoning": "scripted", "summary": "a scripted summary"}'
     stage = SummarizeVideo(llm=client(server), max_input_chars=1000)
-    rows = [r for batch in stage.run({"duration": 120.0}, iter([captions]), iter([[]]))
-            for r in batch]
+    rows = [r for batch in stage.run({"duration": 120.0}, iter([captions])) for r in batch]
     assert rows[0]["chunks"] == 3 and rows[0]["summary"] == "a scripted summary"
     assert len(server.requests) == 4, "three chunk summaries, then one combining call"
     assert "Part 3:" in server.requests[-1]["messages"][1]["content"]
+    # VideoAgent2's CoT prompting: every call asks for the reasoning before the summary.
+    for request in server.requests:
+        schema = request["response_format"]["json_schema"]["schema"]
+        assert list(schema["properties"]) == ["reasoning", "summary"]
+        assert 'In "reasoning"' in request["messages"][0]["content"]
