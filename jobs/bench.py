@@ -32,10 +32,10 @@ from vidprep.pipeline.questions import jsonl
 from vidprep.stages.agents.tools import VideoTools
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.probe import ProbeVideo
-from vidprep.store.artifacts import FRAME_EMBEDDINGS, TRANSCRIPTS, SegmentCaption
+from vidprep.store.artifacts import FRAME_EMBEDDINGS, FRAMES, SEGMENT_CAPTIONS, TRANSCRIPTS, SegmentCaption
 from vidprep.store.store import Store
 
-GROUPS = ("decode", "rerun", "naive", "answer", "sweep", "memory", "cpus", "search")
+GROUPS = ("decode", "rerun", "naive", "answer", "sweep", "memory", "cpus", "search", "scale")
 SHARED_VIDEOS = ("nasa_13013.mp4", "h265_video.mp4", "video_90.mov")
 
 
@@ -140,7 +140,7 @@ def naive_precompute(plan, videos: list[dict]) -> int:
             describer.describe([jpegs[round(position * (len(jpegs) - 1) / 4)]])
         spoken = list(transcript_stage.run(video))
         transcript = TRANSCRIPTS.rows([row for batch in spoken for row in batch])
-        list(summary.run(video, iter([captions]), iter([transcript])))
+        list(summary.run(video, iter([captions])))
     return decoded
 
 
@@ -288,6 +288,102 @@ def search_figures(sizes: list[int], work: Path, dim: int = 384, videos: int = 1
     return figures
 
 
+# -- 6. store costs against its size ---------------------------------------------------------------
+
+SCALE_FRAMES = 60  # one video: a minute at 1 fps
+SCALE_DIM = 384
+
+
+def _scale_video(video_id: str, jpeg: bytes, rng) -> dict[str, pa.Table]:
+    """One video's rows as the frames, embeddings, segment captions and completion stages write them."""
+    n = SCALE_FRAMES
+    index = np.arange(n)
+    common = {"video_id": [video_id] * n, "frame_index": index.astype(np.int32), "timestamp": index.astype(np.float64)}
+    vectors = rng.standard_normal((n, SCALE_DIM), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    segments = np.arange(n // 10)
+    return {
+        FRAMES.table: pa.table(common | {
+            "row_id": [f"{video_id}/frames/{i}" for i in index], "stage_key": ["frames"] * n,
+            "jpeg": [jpeg] * n, "width": pa.array([64] * n, pa.int32()), "height": pa.array([36] * n, pa.int32())},
+            schema=FRAMES.schema),
+        FRAME_EMBEDDINGS.sized(SCALE_DIM).table: pa.table(common | {
+            "row_id": [f"{video_id}/embed/{i}" for i in index], "stage_key": ["embed"] * n,
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), SCALE_DIM),
+            "model": ["random"] * n, "description": [f"Looks like: frame {i}" for i in index]},
+            schema=FRAME_EMBEDDINGS.sized(SCALE_DIM).schema),
+        SEGMENT_CAPTIONS.table: pa.table({
+            "row_id": [f"{video_id}/captions/{i}" for i in segments], "video_id": [video_id] * len(segments),
+            "stage_key": ["captions"] * len(segments), "segment_index": segments.astype(np.int32),
+            "start": segments * 10.0, "end": segments * 10.0 + 10, "caption": ["a caption"] * len(segments),
+            "confidence": [0.5] * len(segments), "model": ["bench"] * len(segments)},
+            schema=SEGMENT_CAPTIONS.schema),
+    }
+
+
+def _scale_store(folder: Path, rows: int, jpeg: bytes, ann_min_rows: int) -> Store:
+    """A store holding `rows` frames and `rows` embeddings (videos of 60), compacted as a long run leaves
+    it; written in bulk, since these rows are new (the per-video path is what the figures time)."""
+    store = Store(str(folder), ann_min_rows=ann_min_rows)
+    rng = np.random.default_rng(0)
+    per_batch = 1000
+    for first in range(0, rows // SCALE_FRAMES, per_batch):
+        videos = [_scale_video(f"v{v}", jpeg, rng) for v in range(first, min(first + per_batch, rows // SCALE_FRAMES))]
+        for name in videos[0]:
+            store.table(name).add(pa.concat_tables([video[name] for video in videos]))
+        store.table("stage_done").add(pa.Table.from_pylist([
+            {"row_id": f"v{v}/{stage}/done", "video_id": f"v{v}", "stage": stage, "stage_key": stage, "rows": 1,
+             "detail": "", "seconds": 0.0, "node_id": "bench", "run_id": "bench", "finished_at": None}
+            for v in range(first, min(first + per_batch, rows // SCALE_FRAMES))
+            for stage in ("frames", "embed", "captions")], schema=store.table("stage_done").schema))
+    store.index_embeddings()
+    store.compact()
+    return store
+
+
+def _median_ms(fn, repeats: int = 7) -> float:
+    return float(np.median([_timed(fn, i)[0] for i in range(repeats)])) * 1000
+
+
+def _scale_costs(store: Store, jpeg: bytes) -> dict[str, float]:
+    rng = np.random.default_rng(1)
+    query = rng.standard_normal(SCALE_DIM, dtype=np.float32)
+
+    def write(i):
+        video_id = f"new-{i}"
+        for name, table in _scale_video(video_id, jpeg, rng).items():
+            store.upsert(name, table)
+        for stage in ("frames", "embed", "captions"):
+            store.mark_done(video_id, stage, stage, SCALE_FRAMES, 0.0, "bench", "bench")
+
+    def read(i):
+        store.frames_in_range(f"new-{i}", "frames", 10.0, 20.0)
+        store.read(SEGMENT_CAPTIONS, f"new-{i}", "captions")
+        store.frame_embeddings(f"new-{i}", "embed", SCALE_DIM, list(range(0, SCALE_FRAMES, 6)))
+
+    return {
+        "one video's write (60 frames, 60 embeddings, 6 captions, 3 completion markers)": _median_ms(write),
+        "one video's typed reads (frames in a 10 s range, captions, 10 frames' descriptions)": _median_ms(read),
+        "completion check of one video": _median_ms(lambda i: store.done_keys([f"new-{i}"])),
+        "search over all videos (top 10)": _median_ms(lambda i: store.search(query, "embed", None, 10)),
+    }
+
+
+def scale_figures(sizes: list[int], work: Path, ann_min_rows: int) -> list[Figure]:
+    """Each store cost at each size against the same cost on an empty store, measured in this run."""
+    import cv2
+
+    jpeg = cv2.imencode(".jpg", np.full((36, 64, 3), 128, np.uint8))[1].tobytes()
+    empty = _scale_costs(_scale_store(work / "scale-0", 0, jpeg, ann_min_rows), jpeg)
+    figures = []
+    for size in sizes:
+        built, store = _timed(_scale_store, work / f"scale-{size}", size, jpeg, ann_min_rows)
+        for name, ms in _scale_costs(store, jpeg).items():
+            figures.append(Figure(f"{name}, {size:,} frames + {size:,} embeddings (store built in {built:.0f} s)",
+                                  "empty store (ms)", empty[name], ms, "ms", "<= 3" if size >= 10**7 else "<= 2"))
+    return figures
+
+
 # -- the run ---------------------------------------------------------------------------------------
 
 def markdown(figures: list[Figure]) -> str:
@@ -302,6 +398,8 @@ def markdown(figures: list[Figure]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="folder for bench.json and bench.md (default: DATA_DIR/bench)")
     parser.add_argument("--vectors", default="10000,100000,1000000", help="sizes for the search latency figure")
+    parser.add_argument("--rows", default="10000,100000,1000000",
+                        help="store sizes for the scale figures (10000000 for the optional 10^7 run)")
     parser.add_argument("--only", default=",".join(GROUPS), help=f"figure groups to measure (default: all of {GROUPS})")
     add_overrides(parser)
 
@@ -369,4 +467,6 @@ def run(args: argparse.Namespace) -> None:
         report([cpu_figure(sample, work)])
     if "search" in only:
         report(search_figures([int(s) for s in args.vectors.split(",")], work))
+    if "scale" in only:
+        report(scale_figures([int(s) for s in args.rows.split(",")], work, cfg.store.ann_min_rows))
     print(f"written: {out / 'bench.json'}, {out / 'bench.md'}")

@@ -141,6 +141,17 @@ BOOKKEEPING: dict[str, pa.Schema] = {
 }
 
 
+# Scalar indexes, on each table that has the column: the merge key and the columns reads filter on.
+# BTREE where values are nearly unique; BITMAP for the few stage keys and answer runs.
+INDEXED_COLUMNS = {"row_id": "BTREE", "video_id": "BTREE", "stage_key": "BITMAP", "run_key": "BITMAP"}
+
+
+def scalar_indexes(table: str) -> dict[str, str]:
+    """Column -> index type of the scalar indexes a table keeps."""
+    names = schema_for(table).names
+    return {column: kind for column, kind in INDEXED_COLUMNS.items() if column in names}
+
+
 def schema_for(table: str) -> pa.Schema:
     """Schema of a table; embedding tables are named by their vector size (`frame_embeddings_384`)."""
     if table in BOOKKEEPING:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import IvfHnswSq
+from lancedb.index import Bitmap, BTree, IvfHnswSq
 
 from vidprep.store import schema
 from vidprep.store.artifacts import FRAME_EMBEDDINGS, FRAMES, Artifact, Frame
@@ -67,8 +67,23 @@ class Store:
             missing = [field for field in declared if field.name not in table.schema.names]
             if missing:
                 table.add_columns(missing)
+            self._ensure_scalar_indexes(name, table)
             self._tables[name] = table
         return self._tables[name]
+
+    @staticmethod
+    def _ensure_scalar_indexes(name: str, table) -> None:
+        """Create the table's declared scalar indexes it lacks. Rows written after an index was built are
+        read by a scan beside it until `compact` folds them in."""
+        indexed = {tuple(index.columns) for index in table.list_indices()}
+        for column, kind in schema.scalar_indexes(name).items():
+            if (column,) in indexed:
+                continue
+            try:
+                table.create_index(column, config=BTree() if kind == "BTREE" else Bitmap(), replace=False)
+            except Exception:  # noqa: BLE001 - another process may have created it first
+                if not any(index.columns == [column] for index in table.list_indices()):
+                    raise
 
     def table_names(self) -> list[str]:
         names, token = [], None
@@ -306,26 +321,31 @@ class Store:
         name = FRAME_EMBEDDINGS.sized(len(query)).table
         if name not in self.table_names():
             return []
+        where = f"stage_key = {_quote(key)}"
         if video_id:
             self._require_done(video_id, key)
-            ids = [video_id]
-        else:
-            done = self.scan("stage_done", f"stage_key = {_quote(key)}", ["video_id"])
-            ids = done["video_id"].to_pylist()
-        if not ids:
-            return []
-        rows = (
-            self.table(name)
-            .search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
-            .distance_type("cosine")
-            .where(f"stage_key = {_quote(key)} AND {_in('video_id', ids)}", prefilter=True)
-            .select(["video_id", "timestamp", "description", "_distance"])
-            .limit(k)
-            .to_list()
-        )
+            where += f" AND video_id = {_quote(video_id)}"
+        # A video being written (or cut off by a kill) may have rows but no completion marker yet: fetch
+        # more than k and keep the complete videos' rows, rather than filter by a list of every video.
+        limit = k
+        while True:
+            rows = (
+                self.table(name)
+                .search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
+                .distance_type("cosine")
+                .where(where, prefilter=True)
+                .select(["video_id", "timestamp", "description", "_distance"])
+                .limit(limit)
+                .to_list()
+            )
+            done = self.done_keys({r["video_id"] for r in rows})
+            complete = [r for r in rows if (r["video_id"], key) in done]
+            if len(complete) >= k or len(rows) < limit:
+                break
+            limit *= 4
         return [
             SearchHit(r["video_id"], r["timestamp"], 1.0 - r["_distance"], r["description"])
-            for r in rows
+            for r in complete[:k]
         ]
 
     def index_embeddings(self) -> list[str]:

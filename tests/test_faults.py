@@ -28,7 +28,9 @@ WITHOUT_SUMMARY = ["~stages.summary"]
 
 def _precompute_process(uri, sample_dir) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "vidprep.jobs.cli", "precompute", f"store.uri={uri}", "dataset=folder",
-                             f"dataset.manifest={sample_dir}", "ray.progress_bars=false"],
+                             f"dataset.manifest={sample_dir}", "ray.progress_bars=false",
+                             # Compaction after every video, while the other job writes.
+                             "store.compact_every_videos=1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -77,8 +77,9 @@ def _living_in_session(session: int) -> list[str]:
 def test_killed_runs_resume_to_the_rows_of_an_uninterrupted_run(tmp_path, sample_dir, precomputed, ray_session):
     _, reference, _ = precomputed
     uri = str(tmp_path / "db")
+    # Compaction after every video: a kill may land in one.
     args = [sys.executable, "-m", "vidprep.jobs.cli", "precompute", f"store.uri={uri}", "dataset=folder",
-            f"dataset.manifest={sample_dir}", "ray.progress_bars=false"]
+            f"dataset.manifest={sample_dir}", "ray.progress_bars=false", "store.compact_every_videos=1"]
     seed = int(os.environ.get("VIDPREP_KILL_SEED", time.time_ns() % 10_000))
     rng = random.Random(seed)
     # Three kills, each a random number of completed stage runs and a random delay into the next.

@@ -67,27 +67,63 @@ def test_ann_index_is_built_past_the_threshold_and_used(tmp_path):
     for video in ("v0", "v1", "v2"):
         store.mark_done(video, "frame_embeddings", "k", 1000, 0.0, "n", "r")
     assert store.index_embeddings() == ["frame_embeddings_32"]
-    assert store.table("frame_embeddings_32").list_indices()
     target = rows[1234]
     hits = store.search(np.array(target["vector"]), "k", k=3)
     assert hits[0].timestamp == 1234.0 and hits[0].score == pytest.approx(1.0, abs=0.05)
     table = store.table("frame_embeddings_32")
-    trained = table.list_indices()[0].index_uuid
+    (vector_index,) = [index for index in table.list_indices() if index.columns == ["vector"]]
+    trained, name = vector_index.index_uuid, vector_index.name
     later = [dict(r, row_id=f"v3/k/{r['frame_index']}", video_id="v3") for r in _rows(3500, 32, rng)[3000:]]
     store.upsert("frame_embeddings_32", later)
     store.mark_done("v3", "frame_embeddings", "k", 500, 0.0, "n", "r")
     assert store.index_embeddings() == []
-    name = table.list_indices()[0].name
     assert (table.index_stats(name).num_indexed_rows, table.index_stats(name).num_unindexed_rows) == (3000, 500)
     assert store.search(np.array(later[7]["vector"]), "k", k=1)[0].video_id == "v3"
     store.compact()
     # A later run's rows are folded into the trained index, not a rebuilt one.
     assert (table.index_stats(name).num_indexed_rows, table.index_stats(name).num_unindexed_rows) == (3500, 0)
-    assert [index.index_uuid for index in table.list_indices()] == [trained]
+    assert [index.index_uuid for index in table.list_indices() if index.columns == ["vector"]] == [trained]
     assert store.search(np.array(later[8]["vector"]), "k", k=1)[0].video_id == "v3"
     small = Store(str(tmp_path / "small"), ann_min_rows=2000)
     small.upsert("frame_embeddings_32", rows[:100])
     assert small.index_embeddings() == []
+
+
+def test_every_table_keeps_scalar_indexes_on_its_keys_and_compaction_folds_new_rows_in(tmp_path):
+    from vidprep.store.schema import scalar_indexes
+
+    store = Store(str(tmp_path / "db"))
+    store.upsert("frame_embeddings_8", _rows(30, 8, np.random.default_rng(2)))
+    store.mark_done("v1", "frame_embeddings", "k", 10, 0.0, "n", "r")
+    store.llm_remember("reply-key", "m", "{}", 1, 1)
+    store.record_prediction({"run_key": "run", "qid": "q1", "video_id": "v1", "valid": True})
+    for name in ("frame_embeddings_8", "stage_done", "llm_cache", "predictions"):
+        table = store.table(name)
+        assert {tuple(i.columns): i.index_type for i in table.list_indices()} == {
+            (column,): {"BTREE": "BTree", "BITMAP": "Bitmap"}[kind] for column, kind in scalar_indexes(name).items()}
+    table = store.table("frame_embeddings_8")
+    assert {table.index_stats(i.name).num_unindexed_rows for i in table.list_indices()} == {30}
+    store.compact()
+    assert {table.index_stats(i.name).num_indexed_rows for i in table.list_indices()} == {30}
+    assert {table.index_stats(i.name).num_unindexed_rows for i in table.list_indices()} == {0}
+    for query in ("video_id = 'v1'", "row_id = 'v1/k/4'", "stage_key = 'k'"):
+        assert "ScalarIndexQuery" in table.search().where(query).explain_plan(), query
+    assert "ScalarIndexQuery" in store.table("llm_cache").search().where("row_id = 'reply-key'").explain_plan()
+    assert store.llm_cached("reply-key") == "{}"
+
+
+def test_search_over_all_videos_leaves_out_videos_not_complete(tmp_path):
+    rng = np.random.default_rng(3)
+    store = Store(str(tmp_path / "db"))
+    rows = _rows(60, 16, rng)
+    store.upsert("frame_embeddings_16", rows)
+    store.mark_done("v0", "frame_embeddings", "k", 20, 0.0, "n", "r")
+    store.mark_done("v1", "frame_embeddings", "k", 20, 0.0, "n", "r")
+    # v2 has rows but no completion marker (a run writing it, or killed after its rows).
+    v2_row = next(r for r in rows if r["video_id"] == "v2")
+    hits = store.search(np.array(v2_row["vector"]), "k", k=25)
+    assert len(hits) == 25 and {h.video_id for h in hits} == {"v0", "v1"}
+    assert store.search(np.array(v2_row["vector"]), "other-key", k=3) == []
 
 
 def test_upsert_is_idempotent(tmp_path):
@@ -115,6 +151,8 @@ def test_a_store_from_an_earlier_vidprep_gets_the_new_columns_and_keeps_its_rows
     store.record_prediction(old_row | {"qid": "q2", "usage_json": '{"m": {"calls": 1, "prompt_tokens": 5, '
                                                                   '"completion_tokens": 2}}'})
     rows = sorted(store.predictions(["run"]), key=lambda r: r["qid"])
+    assert {tuple(i.columns) for i in store.table("predictions").list_indices()} == {("row_id",), ("video_id",),
+                                                                                     ("run_key",)}
     assert [r["qid"] for r in rows] == ["q1", "q2"] and rows[0]["usage_json"] is None
     # The old row has no tokens per model: its run's money is unknown, and says why.
     costs = report(rows, {"m": {"input": 1.0, "output": 1.0}})["costs"]
