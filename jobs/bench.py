@@ -258,12 +258,27 @@ def cpu_figure(sample: Path, work: Path) -> Figure:
                   "1/s")
 
 
-def video_like_vectors(rng, videos: int, frames: int, dim: int) -> np.ndarray:
-    """Unit vectors shaped like frame embeddings: a video's frames close together (cosine about 0.9),
-    videos apart. Uniformly random vectors have no neighbourhoods for an index to find."""
-    centres = rng.standard_normal((videos, dim), dtype=np.float32)
-    vectors = np.repeat(centres, frames, axis=0) + 0.3 * rng.standard_normal((videos * frames, dim), dtype=np.float32)
+SCALE_FRAMES = 60  # one video: a minute at 1 fps
+SCALE_DIM = 384
+
+
+def video_like_vectors(rng, frames: int, dim: int) -> np.ndarray:
+    """One video's unit vectors, shaped like frame embeddings: its frames close together (cosine about
+    0.9), another video's far. Uniformly random vectors have no neighbourhoods for an index to find."""
+    vectors = rng.standard_normal(dim, dtype=np.float32) + 0.3 * rng.standard_normal((frames, dim), dtype=np.float32)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _embedding_rows(video_id: str, key: str, rng, dim: int = SCALE_DIM) -> pa.Table:
+    """One video's frame embeddings (video-like vectors) as the embedding stage writes them."""
+    index = np.arange(SCALE_FRAMES)
+    artifact = FRAME_EMBEDDINGS.sized(dim)
+    return pa.table({
+        "row_id": [f"{video_id}/{key}/{i}" for i in index], "video_id": [video_id] * SCALE_FRAMES,
+        "stage_key": [key] * SCALE_FRAMES, "frame_index": index.astype(np.int32), "timestamp": index.astype(np.float64),
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(video_like_vectors(rng, SCALE_FRAMES, dim).ravel()), dim),
+        "model": ["random"] * SCALE_FRAMES, "description": [f"Looks like: frame {i}" for i in index]},
+        schema=artifact.schema)
 
 
 def _bulk_done(store: Store, video_ids: list[str], keys: dict[str, str]) -> None:
@@ -274,31 +289,22 @@ def _bulk_done(store: Store, video_ids: list[str], keys: dict[str, str]) -> None
         for video_id in video_ids for stage, key in keys.items()], schema=store.table("stage_done").schema))
 
 
-def search_figures(sizes: list[int], work: Path, dim: int = 384, frames: int = 60) -> list[Figure]:
+def search_figures(sizes: list[int], work: Path, dim: int = SCALE_DIM) -> list[Figure]:
     figures, rng = [], np.random.default_rng(0)
     for size in sizes:
         store = Store(str(work / f"vectors-{size}"), ann_min_rows=size)
-        artifact = FRAME_EMBEDDINGS.sized(dim)
-        count = -(-size // frames)  # videos, enough for at least `size` vectors
+        count = -(-size // SCALE_FRAMES)  # videos, enough for at least `size` vectors
 
         def write():
             for first in range(0, count, 1000):
-                videos = range(first, min(first + 1000, count))
-                n = len(videos) * frames
-                index = np.tile(np.arange(frames), len(videos))
+                videos = [f"v{v}" for v in range(first, min(first + 1000, count))]
                 # Bulk appends: these rows are new, so the idempotent upsert's key lookup is not needed.
-                store.table(artifact.table).add(pa.table({
-                    "row_id": [f"v{v}/bench/{i}" for v in videos for i in range(frames)],
-                    "video_id": [f"v{v}" for v in videos for _ in range(frames)],
-                    "stage_key": ["bench"] * n, "frame_index": index.astype(np.int32),
-                    "timestamp": index.astype(np.float64),
-                    "vector": pa.FixedSizeListArray.from_arrays(
-                        pa.array(video_like_vectors(rng, len(videos), frames, dim).ravel()), dim),
-                    "model": ["random"] * n, "description": pa.nulls(n, pa.string())}, schema=artifact.schema))
-                _bulk_done(store, [f"v{v}" for v in videos], {"frame_embeddings": "bench"})
+                store.table(FRAME_EMBEDDINGS.sized(dim).table).add(
+                    pa.concat_tables([_embedding_rows(video, "bench", rng, dim) for video in videos]))
+                _bulk_done(store, videos, {"frame_embeddings": "bench"})
 
         write_seconds, _ = _timed(write)
-        firsts = store.scan(artifact.table, "frame_index = 0", ["vector"])["vector"]
+        firsts = store.scan(FRAME_EMBEDDINGS.sized(dim).table, "frame_index = 0", ["vector"])["vector"]
         sources = [np.asarray(firsts[i].as_py(), np.float32) for i in range(0, len(firsts), max(1, len(firsts) // 20))]
 
         def queries(spread: float) -> list[np.ndarray]:
@@ -335,27 +341,18 @@ def search_figures(sizes: list[int], work: Path, dim: int = 384, frames: int = 6
 
 # -- 6. store costs against its size ---------------------------------------------------------------
 
-SCALE_FRAMES = 60  # one video: a minute at 1 fps
-SCALE_DIM = 384
-
-
 def _scale_video(video_id: str, jpeg: bytes, rng) -> dict[str, pa.Table]:
     """One video's rows as the frames, embeddings, segment captions and completion stages write them."""
     n = SCALE_FRAMES
     index = np.arange(n)
-    common = {"video_id": [video_id] * n, "frame_index": index.astype(np.int32), "timestamp": index.astype(np.float64)}
-    vectors = video_like_vectors(rng, 1, n, SCALE_DIM)
     segments = np.arange(n // 10)
     return {
-        FRAMES.table: pa.table(common | {
-            "row_id": [f"{video_id}/frames/{i}" for i in index], "stage_key": ["frames"] * n,
+        FRAMES.table: pa.table({
+            "row_id": [f"{video_id}/frames/{i}" for i in index], "video_id": [video_id] * n, "stage_key": ["frames"] * n,
+            "frame_index": index.astype(np.int32), "timestamp": index.astype(np.float64),
             "jpeg": [jpeg] * n, "width": pa.array([64] * n, pa.int32()), "height": pa.array([36] * n, pa.int32())},
             schema=FRAMES.schema),
-        FRAME_EMBEDDINGS.sized(SCALE_DIM).table: pa.table(common | {
-            "row_id": [f"{video_id}/embed/{i}" for i in index], "stage_key": ["embed"] * n,
-            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), SCALE_DIM),
-            "model": ["random"] * n, "description": [f"Looks like: frame {i}" for i in index]},
-            schema=FRAME_EMBEDDINGS.sized(SCALE_DIM).schema),
+        FRAME_EMBEDDINGS.sized(SCALE_DIM).table: _embedding_rows(video_id, "embed", rng),
         SEGMENT_CAPTIONS.table: pa.table({
             "row_id": [f"{video_id}/captions/{i}" for i in segments], "video_id": [video_id] * len(segments),
             "stage_key": ["captions"] * len(segments), "segment_index": segments.astype(np.int32),
