@@ -271,36 +271,37 @@ class Store:
     def frames_in_range(self, video_id: str, key: str, start: float, end: float) -> list[Frame]:
         return self._frames(video_id, key, f" AND timestamp >= {float(start)} AND timestamp <= {float(end)}")
 
-    def frames_nearest(self, video_id: str, key: str, t: float, n: int) -> list[Frame]:
-        """The n frames nearest to time t, in time order (JPEGs read only for those)."""
+    def _frame_index(self, video_id: str, key: str) -> list[Frame]:
+        """A video's frames without their JPEGs, in order; ArtifactMissing when it has none."""
         index = self._frames(video_id, key, with_jpeg=False)
         if not index:
             raise ArtifactMissing(f"video {video_id} has no frames for stage key {key}")
-        nearest = sorted(index, key=lambda f: abs(f.timestamp - t))[:n]
-        wanted = ", ".join(str(f.frame_index) for f in nearest)
-        return self._frames(video_id, key, f" AND frame_index IN ({wanted})")
+        return index
+
+    def _frames_at(self, video_id: str, key: str, picked: Iterable[Frame]) -> list[Frame]:
+        """The picked frames with their JPEGs, in time order."""
+        wanted = ", ".join(sorted({str(f.frame_index) for f in picked}))
+        return sorted(self._frames(video_id, key, f" AND frame_index IN ({wanted})"), key=lambda f: f.timestamp)
+
+    def frames_nearest(self, video_id: str, key: str, t: float, n: int) -> list[Frame]:
+        """The n frames nearest to time t, in time order (JPEGs read only for those)."""
+        index = self._frame_index(video_id, key)
+        return self._frames_at(video_id, key, sorted(index, key=lambda f: abs(f.timestamp - t))[:n])
 
     def frames_nearest_each(self, video_id: str, key: str, times: list[float]) -> list[Frame]:
         """The frame nearest to each time, each frame once, in time order (the index read once, JPEGs only
         for those)."""
-        index = self._frames(video_id, key, with_jpeg=False)
-        if not index:
-            raise ArtifactMissing(f"video {video_id} has no frames for stage key {key}")
-        wanted = ", ".join(sorted({str(min(index, key=lambda f: abs(f.timestamp - t)).frame_index) for t in times}))
-        return sorted(self._frames(video_id, key, f" AND frame_index IN ({wanted})"), key=lambda f: f.timestamp)
+        index = self._frame_index(video_id, key)
+        return self._frames_at(video_id, key, (min(index, key=lambda f: abs(f.timestamp - t)) for t in times))
 
     def frame_nearest(self, video_id: str, key: str, t: float) -> Frame:
         return self.frames_nearest(video_id, key, t, 1)[0]
 
     def evenly_spaced_frames(self, video_id: str, key: str, n: int) -> list[Frame]:
         """N frames at 0, 1/(n-1), …, 1 of the video's span (the first frame when n is 1)."""
-        index = self._frames(video_id, key, with_jpeg=False)
-        if not index:
-            raise ArtifactMissing(f"video {video_id} has no frames for stage key {key}")
+        index = self._frame_index(video_id, key)
         last = len(index) - 1
-        picks = sorted({round(i * last / (n - 1)) if n > 1 else 0 for i in range(n)})
-        wanted = ", ".join(str(index[p].frame_index) for p in picks)
-        return self._frames(video_id, key, f" AND frame_index IN ({wanted})")
+        return self._frames_at(video_id, key, (index[round(i * last / (n - 1)) if n > 1 else 0] for i in range(n)))
 
     def frame_embeddings(self, video_id: str, key: str, dim: int, frame_indices: list[int]) -> dict[int, tuple]:
         """Each asked frame's (vector, description) from the embedding stage `key`."""
