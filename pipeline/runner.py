@@ -112,16 +112,33 @@ def fit_resources(resources: dict[str, dict], stateful: set[str], cpus: float) -
     return {n: dict(r, num_cpus=r["num_cpus"] * scale) if n in stateful else r for n, r in resources.items()}
 
 
+def declared_resources(plan: Plan, gpus: float, cluster: bool) -> dict[str, dict]:
+    """What each stage declares, its GPU share kept only where its model will run on CUDA: a model set to
+    `auto` on a Ray with GPUs, or to `cuda` (on a local Ray without GPUs that is an error, since it would
+    wait forever; a cluster may add GPU nodes)."""
+    declared = {}
+    for name, stage in plan.stages.items():
+        device = stage.model_device()
+        if device and device.startswith("cuda") and not gpus and not cluster:
+            raise ConfigError(f"stages.{name}: its model's device is {device!r} but this Ray has no GPU "
+                              "(use device=auto or cpu)")
+        on_cuda = device == "auto" and gpus > 0 or bool(device and device.startswith("cuda"))
+        declared[name] = {k: v for k, v in stage.resources.items() if k != "num_gpus" or on_cuda}
+    return declared
+
+
 def stage_resources(cfg: DictConfig, plan: Plan) -> dict[str, dict]:
     """Each stage's Ray resources from `resources`; fitted to a local Ray, whose size is known and fixed
     (a cluster may autoscale to what the stages ask for)."""
     overrides = OmegaConf.to_container(cfg.resources, resolve=True)
-    resources = {name: {**stage.resources, **overrides.get(name, {})} for name, stage in plan.stages.items()}
+    cluster = bool(cfg.ray.address)
+    declared = declared_resources(plan, ray.cluster_resources().get("GPU", 0), cluster)
+    resources = {name: {**declared[name], **overrides.get(name, {})} for name in plan.stages}
     for name, asked in resources.items():
         for setting, low in (("num_cpus", 0), ("num_gpus", 0), ("concurrency", 1)):
             if setting in asked:
                 check_range(f"resources.{name}.{setting}", asked[setting], low)
-    if cfg.ray.address:
+    if cluster:
         return resources
     stateful = {name for name, stage in plan.stages.items() if stage.stateful}
     return fit_resources(resources, stateful, ray.cluster_resources().get("CPU", 0))

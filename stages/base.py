@@ -37,7 +37,8 @@ class Stage:
     # True for stages that hold a model: built once per worker and reused across videos.
     stateful: ClassVar[bool] = False
     # Ray resources of each task (or, for a stateful stage, of each actor of its pool, with `concurrency`
-    # actors); `resources.STAGE.*` in the config overrides any of them.
+    # actors); `resources.STAGE.*` in the config overrides any of them. A `num_gpus` share is asked for
+    # only where the stage's model may run on CUDA (see `model_device`) and the cluster has GPUs.
     resources: ClassVar[dict] = {"num_cpus": 1}
 
     # Rows per batch read from upstream and written to the store.
@@ -55,6 +56,10 @@ class Stage:
             return float(given) if is_float and isinstance(given, int) and not isinstance(given, bool) else given
 
         return {f.name: value(f) for f in dataclasses.fields(self) if not f.metadata.get("runtime")}
+
+    def model_device(self) -> str | None:
+        """The `device` setting of the model this stage runs in its worker (None: it runs none)."""
+        return None
 
     def key(self, upstream_keys: dict[str, str]) -> str:
         return stage_key(self.name, self.version, self.params(), upstream_keys)

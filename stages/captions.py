@@ -17,7 +17,7 @@ class CaptionSegments(Stage):
     artifact = SEGMENT_CAPTIONS
     upstream = ("frames", "segments")
     stateful = True
-    resources = {"num_cpus": 1, "concurrency": 1}
+    resources = {"num_cpus": 1, "concurrency": 1, "num_gpus": 0.25}
 
     describer: object = runtime(None)
     frames_per_segment: int = 3
@@ -27,6 +27,9 @@ class CaptionSegments(Stage):
 
     def params(self) -> dict:
         return {"model": self.describer.model_id, "frames_per_segment": self.frames_per_segment}
+
+    def model_device(self) -> str | None:
+        return self.describer.device
 
     def _caption(self, segment, frames) -> dict:
         text, confidence = self.describer.describe([f.jpeg for f in evenly_spaced(frames, self.frames_per_segment)])
@@ -65,7 +68,7 @@ class CaptionFrames(Stage):
     artifact = FRAME_CAPTIONS
     upstream = ("frames",)
     stateful = True
-    resources = {"num_cpus": 1, "concurrency": 1}
+    resources = {"num_cpus": 1, "concurrency": 1, "num_gpus": 0.25}
 
     describer: object = runtime(None)
     positions: int = 5
@@ -75,6 +78,9 @@ class CaptionFrames(Stage):
 
     def params(self) -> dict:
         return {"model": self.describer.model_id, "positions": self.positions}
+
+    def model_device(self) -> str | None:
+        return self.describer.device
 
     def run(self, video: dict, frames: Iterator[list]) -> Iterator[list[dict]]:
         fractions = [i / (self.positions - 1) if self.positions > 1 else 0.0 for i in range(self.positions)]

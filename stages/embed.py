@@ -14,13 +14,16 @@ class EmbedFrames(Stage):
     artifact = FRAME_EMBEDDINGS
     upstream = ("frames",)
     stateful = True
-    resources = {"num_cpus": 1, "concurrency": 1}
+    resources = {"num_cpus": 1, "concurrency": 1, "num_gpus": 0.25}
 
     # A backend from stages.models.embedders (built from conf/model/).
     embedder: object = runtime(None)
 
     def params(self) -> dict:
         return {"model": self.embedder.model_id}
+
+    def model_device(self) -> str:
+        return self.embedder.device
 
     def run(self, video: dict, frames: Iterator[list]) -> Iterator[list[dict]]:
         for batch in frames:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from vidprep.conf.checks import ConfigError, check_range, require
+from vidprep.stages.models.devices import check_device, ctranslate2_device
 
 from vidprep.stages.base import Stage, runtime
 from vidprep.store.artifacts import TRANSCRIPTS
@@ -48,25 +49,34 @@ class TranscribeSpeech(Stage):
 
     `backend`: "faster_whisper"; "whisperx" (batched inference, then forced alignment of the words;
     its alignment models come from its hub); "auto" takes whisperx where it is installed.
+    `whisper_batch_size` > 0 runs faster-whisper's batched pipeline (speech cut at VAD pauses into
+    pieces of up to 30 s, decoded that many at a time); 0 runs its sequential one.
     """
 
     version = 2
     artifact = TRANSCRIPTS
     stateful = True
-    resources = {"num_cpus": 1, "concurrency": 1}
+    resources = {"num_cpus": 1, "concurrency": 1, "num_gpus": 0.25}
 
     model: str = "shipped"
     backend: str = "auto"
     language: str | None = None
     vad_filter: bool = True
     beam_size: int = 5
+    whisper_batch_size: int = 8
     chunk_seconds: float = 600.0
+    device: str = runtime("auto")
     compute_type: str = runtime("int8")
     cpu_threads: int = runtime(0)
     timeout_s: float = runtime(120.0)
 
     def __post_init__(self):
         check_range("stages.transcript.chunk_seconds", self.chunk_seconds, 30)
+        check_range("stages.transcript.whisper_batch_size", self.whisper_batch_size, 0)
+        check_device("stages.transcript.device", self.device)
+        if self.whisper_batch_size and not self.vad_filter and self.backend != "whisperx":
+            raise ConfigError("stages.transcript.vad_filter=false needs whisper_batch_size=0: the batched "
+                              "pipeline cuts the audio at the pauses the VAD finds")
         if self.backend == "auto":
             self.backend = "whisperx" if _installed("whisperx") else "faster_whisper"
         if self.backend not in ("faster_whisper", "whisperx"):
@@ -76,18 +86,40 @@ class TranscribeSpeech(Stage):
             require("whisperx", "whisperx", needed_by="stages.transcript.backend=whisperx")
         require("models", "faster_whisper", *shipped, needed_by="stages.transcript")
 
+    def model_device(self) -> str:
+        return self.device
+
+    @functools.cached_property
+    def _device(self) -> tuple[str, int]:
+        return ctranslate2_device(self.device)
+
     @functools.cached_property
     def _whisper(self):
         path = shipped_whisper_base() if self.model == "shipped" else self.model
+        device, index = self._device
         if self.backend == "whisperx":
             import whisperx
 
             # No temperature fallback, as in `_transcribe`: sampling makes runs differ.
-            return whisperx.load_model(path, "cpu", compute_type=self.compute_type, language=self.language,
-                                       asr_options={"temperatures": [0.0]})
-        from faster_whisper import WhisperModel
+            return whisperx.load_model(path, device, device_index=index, compute_type=self.compute_type,
+                                       language=self.language, asr_options={"temperatures": [0.0]})
+        from faster_whisper import BatchedInferencePipeline, WhisperModel
 
-        return WhisperModel(path, device="cpu", compute_type=self.compute_type, cpu_threads=self.cpu_threads)
+        model = WhisperModel(path, device=device, device_index=index, compute_type=self.compute_type,
+                             cpu_threads=self.cpu_threads)
+        return BatchedInferencePipeline(model) if self.whisper_batch_size else model
+
+    @functools.cache
+    def _aligner(self, language: str):
+        """whisperx's alignment model of a language, loaded once per worker."""
+        import whisperx
+
+        return whisperx.load_align_model(language_code=language, device=self._torch_device)
+
+    @property
+    def _torch_device(self) -> str:
+        device, index = self._device
+        return f"cuda:{index}" if device == "cuda" else "cpu"
 
     def params(self) -> dict:
         params = super().params()
@@ -111,9 +143,12 @@ class TranscribeSpeech(Stage):
         return "" if index else "no speech detected"
 
     def _transcribe(self, audio: np.ndarray, offset: float, first_index: int) -> list[dict]:
+        # Batched, Whisper still predicts its timestamp tokens, so segments are a few seconds long as in the
+        # sequential pipeline instead of one per 30-second piece.
+        batched = {"batch_size": self.whisper_batch_size, "without_timestamps": False} if self.whisper_batch_size else {}
         segments, info = self._whisper.transcribe(
             audio, language=self.language, vad_filter=self.vad_filter, word_timestamps=True,
-            beam_size=self.beam_size,
+            beam_size=self.beam_size, **batched,
             # Whisper's default falls back to sampling at rising temperatures, which CTranslate2 cannot
             # seed per video: beam search alone gives the same transcript on every run.
             temperature=0.0,
@@ -122,11 +157,11 @@ class TranscribeSpeech(Stage):
         for segment in segments:
             rows.append({
                 "segment_index": first_index + len(rows),
-                "start": round(offset + segment.start, 3), "end": round(offset + segment.end, 3),
+                "start": round(offset + float(segment.start), 3), "end": round(offset + float(segment.end), 3),
                 "text": segment.text.strip(), "language": info.language,
                 "language_probability": float(info.language_probability),
                 "avg_logprob": float(segment.avg_logprob), "no_speech_prob": float(segment.no_speech_prob),
-                "words": [{"start": round(offset + w.start, 3), "end": round(offset + w.end, 3),
+                "words": [{"start": round(offset + float(w.start), 3), "end": round(offset + float(w.end), 3),
                            "word": w.word.strip(), "probability": float(w.probability)}
                           for w in segment.words or []],
             })
@@ -135,10 +170,11 @@ class TranscribeSpeech(Stage):
     def _transcribe_whisperx(self, audio: np.ndarray, offset: float, first_index: int) -> list[dict]:
         import whisperx
 
-        result = self._whisper.transcribe(audio, batch_size=8, language=self.language)
+        result = self._whisper.transcribe(audio, batch_size=self.whisper_batch_size or 1, language=self.language)
         language = result["language"]
-        aligner, metadata = whisperx.load_align_model(language_code=language, device="cpu")
-        aligned = whisperx.align(result["segments"], aligner, metadata, audio, "cpu", return_char_alignments=False)
+        aligner, metadata = self._aligner(language)
+        aligned = whisperx.align(result["segments"], aligner, metadata, audio, self._torch_device,
+                                 return_char_alignments=False)
         rows = []
         for segment in aligned["segments"]:
             # whisperx leaves words it could not align (often numerals) without times.
@@ -152,3 +188,4 @@ class TranscribeSpeech(Stage):
                            "word": w["word"].strip(), "probability": float(w.get("score", 0.0))} for w in words],
             })
         return rows
+

