@@ -38,7 +38,8 @@ from vidprep.store.artifacts import FRAME_EMBEDDINGS, FRAMES, SEGMENT_CAPTIONS, 
 from vidprep.store.keys import row_id
 from vidprep.store.store import Store
 
-GROUPS = ("decode", "rerun", "naive", "answer", "sweep", "memory", "cpus", "search", "scale", "gpu")
+GROUPS = ("decode", "rerun", "naive", "answer", "modes", "sweep", "memory", "cpus", "clips", "search", "scale",
+          "gpu")
 SHARED_VIDEOS = ("nasa_13013.mp4", "h265_video.mp4", "video_90.mov")
 
 
@@ -110,13 +111,16 @@ def decode_figure(cfg, files: list[Path], repeats: int = 3) -> Figure:
 
 # -- 3. the peers' way: OpenCV seeking, one model call at a time, no cache ----------------------------
 
-def naive_precompute(plan, videos: list[dict]) -> int:
-    """What the seed repositories do per video, with the same models; returns frames decoded."""
+def naive_precompute(stages_cfg, videos: list[dict]) -> int:
+    """What the seed repositories do per video, with the same models, loaded inside the timing as a
+    script would; Whisper runs its plain sequential pipeline. Returns frames decoded."""
     import cv2
 
+    plan = build_plan(stages_cfg)
     frames_stage, embedder = plan.stages["frames"], plan.stages["frame_embeddings"].embedder
     describer, summary = plan.stages["segment_captions"].describer, plan.stages["summary"]
-    transcript_stage, seconds = plan.stages["transcript"], plan.stages["segments"].seconds
+    transcript_stage = dataclasses.replace(plan.stages["transcript"], whisper_batch_size=0)
+    seconds = plan.stages["segments"].seconds
     decoded = 0
     for video in videos:
         capture = cv2.VideoCapture(video["source_path"])
@@ -147,8 +151,8 @@ def naive_precompute(plan, videos: list[dict]) -> int:
     return decoded
 
 
-def naive_figure(plan, videos: list[dict], vidprep_seconds: float) -> Figure:
-    naive_seconds, _ = _timed(naive_precompute, plan, videos)
+def naive_figure(stages_cfg, videos: list[dict], vidprep_seconds: float) -> Figure:
+    naive_seconds, _ = _timed(naive_precompute, stages_cfg, videos)
     inputs = f"{len(videos)} videos, {sum(v['duration'] for v in videos) / 60:.1f} min"
     return Figure(f"speed vs a naive sequential script (OpenCV seeking, one call at a time, no cache), {inputs}",
                   "naive script (1/s)", 1 / naive_seconds, 1 / vidprep_seconds, "1/s")
@@ -187,6 +191,31 @@ def answer_figures(cfg, plan, store: Store, questions, ids: dict[str, str], scra
     n = len(questions)
     return [Figure(f"seconds per question, {cfg.method._target_.rsplit('.', 1)[1]} on the sample",
                    "captions + summary computed per question (s)", fly_seconds / n, stored_seconds / n, "s")]
+
+
+def search_mode_figures(plan, store: Store, sample: Path) -> list[Figure]:
+    """How often each search mode's top frame lies in the asked scene of the sample: every photo scene
+    asked by its name ("a cat") and as a question ("When is a cat shown?"), and each drawn text."""
+    from vidprep.jobs.sample import LABELS
+    from vidprep.store.keys import content_id
+
+    truth = json.loads((sample / "scenes.json").read_text())
+    asked = []
+    for video in ("scenes.mp4", "places.mp4"):
+        for scene in truth[video]["scenes"]:
+            texts = [LABELS[scene["photo"]], f"When is {LABELS[scene['photo']]} shown?"]
+            texts += [f"When does the text '{scene['text']}' appear?"] if scene.get("text") else []
+            asked += [(content_id(sample / video), text, scene["start"], scene["end"]) for text in texts]
+    embedder, key = plan.stages["frame_embeddings"].embedder, plan.keys["frame_embeddings"]
+
+    def found(mode: str) -> int:
+        hits = [store.search(embedder.embed_texts([text])[0], key, video_id, k=1, text=text, mode=mode)
+                for video_id, text, _, _ in asked]
+        return sum(bool(h) and start <= h[0].timestamp < end for h, (_, _, start, end) in zip(hits, asked))
+
+    vector = found("vector")
+    return [Figure(f"search.mode={mode}: top frame in the asked scene, {len(asked)} sample queries",
+                   "search.mode=vector (found)", vector, found(mode), "found") for mode in ("text", "hybrid")]
 
 
 def sweep_calls(sample: Path, work: Path) -> list[Figure]:
@@ -256,6 +285,76 @@ def cpu_figure(sample: Path, work: Path) -> Figure:
         walls[cpus] = Store(str(store)).last_run("precompute")["wall_seconds"]
     return Figure("precompute throughput with 2 Ray CPUs", "1 Ray CPU (runs/s)", 1 / walls[1], 1 / walls[2],
                   "1/s")
+
+
+# -- 5. many short videos end to end ---------------------------------------------------------------
+
+CLIP_PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "camera", "china", "flower")
+# The cheap stages: what a many-video figure measures is the pipeline's cost per video, not the models'.
+CHEAP_STAGES = ("~stages.segment_captions", "~stages.frame_captions", "~stages.transcript", "~stages.summary")
+
+
+def make_clips(folder: Path, count: int, seconds: int = 3) -> Path:
+    """`count` clips of the sample's real photos, each its own content (the photo's hue turned by a
+    step per clip), made by ffmpeg; kept between runs."""
+    from vidprep.jobs.sample import _frame
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in CLIP_PHOTOS:
+        if not (folder / f"{name}.png").exists():
+            _frame(name, None).save(folder / f"{name}.png")
+    for i in range(count):
+        clip = folder / "clips" / f"clip_{i:04d}.mp4"
+        if not clip.exists():
+            clip.parent.mkdir(exist_ok=True)
+            subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-loop", "1", "-i",
+                            str(folder / f"{CLIP_PHOTOS[i % len(CLIP_PHOTOS)]}.png"), "-t", str(seconds),
+                            "-vf", f"hue=h={i * 360 / count:.2f},format=yuv420p", "-r", "25", "-c:v", "libx264",
+                            "-preset", "ultrafast", str(clip)], check=True)
+    return folder / "clips"
+
+
+def naive_clips(clips: list[Path], fps: float, max_side: int) -> int:
+    """What a plain script does per clip: ffmpeg to JPEGs in a pipe, the same embedder (loaded here, as
+    a script would), the vectors saved with numpy. Returns frames embedded."""
+    from vidprep.stages.models.embedders import LabelTextEmbedder
+
+    embedder, frames = LabelTextEmbedder(), 0
+    for clip in clips:
+        jpegs = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", str(clip), "-vf",
+                                f"fps={fps},scale='min({max_side},iw)':-2", "-f", "image2pipe", "-c:v", "mjpeg",
+                                "-q:v", "4", "-"], capture_output=True, check=True).stdout
+        # JPEGs in a stream: each starts with FFD8 and ends with FFD9.
+        images = [b"\xff\xd8" + part for part in jpegs.split(b"\xff\xd8")[1:]]
+        vectors, _ = embedder.embed_images(images)
+        np.save(clip.with_suffix(".npy"), vectors)
+        frames += len(images)
+    return frames
+
+
+def clips_figures(work: Path, count: int, overrides: list[str]) -> list[Figure]:
+    folder = make_clips(work / "many-clips", count)
+    clips = sorted(folder.glob("*.mp4"))
+    cfg = load_config([f"store.uri={work / 'clips-store'}", "dataset=folder", f"dataset.manifest={folder}",
+                       "ray.progress_bars=false", *CHEAP_STAGES, *overrides])
+    summary = precompute(cfg)
+    if summary.done != count:
+        raise RuntimeError(f"the clips run finished {summary.done} of {count} videos: {summary.failures[:3]}")
+    store = StoreSettings.from_config(cfg.store).open()
+    started = store.last_run("precompute")["started_at"]
+    finished = sorted(r["finished_at"] for r in store.scan(
+        "stage_done", "stage = 'frame_embeddings'", ["finished_at"]).to_pylist())
+    seconds = [(t - started).total_seconds() for t in finished]
+    first, last = (seconds[99] - seconds[0]) / 99, (seconds[-1] - seconds[-100]) / 99
+    naive_seconds, _ = _timed(naive_clips, clips, cfg.stages.frames.fps, cfg.stages.frames.max_side)
+    return [
+        Figure(f"{count} clips of 3 s: seconds per video, last 100 vs first 100", "first 100 (s/video)", first,
+               last, "s", "<= 1.2"),
+        Figure(f"{count} clips of 3 s end to end (frames, segments, frame embeddings) vs a plain script",
+               "plain script (videos/s)", count / naive_seconds, count / summary.wall_seconds, "1/s", ">= 1"),
+        Figure(f"{count} clips: fixed costs until the first video is done (Ray, hashing and probing every "
+               "file, actors, model loads)", "whole run (s)", summary.wall_seconds, seconds[0], "s"),
+    ]
 
 
 SCALE_FRAMES = 60  # one video: a minute at 1 fps
@@ -499,6 +598,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vectors", default="10000,100000,1000000", help="sizes for the search latency figure")
     parser.add_argument("--rows", default="10000,100000,1000000",
                         help="store sizes for the scale figures (10000000 for the optional 10^7 run)")
+    parser.add_argument("--clips", type=int, default=1000, help="short clips for the many-videos figure")
     parser.add_argument("--only", default=",".join(GROUPS), help=f"figure groups to measure (default: all of {GROUPS})")
     add_overrides(parser)
 
@@ -532,16 +632,16 @@ def run(args: argparse.Namespace) -> None:
     store_uri = work / "store"
     run_cfg = load_config([f"store.uri={store_uri}", "dataset=folder", f"dataset.manifest={sample}",
                            "ray.progress_bars=false", "llm.client.cache=false", *overrides])
-    if only & {"rerun", "naive", "answer"}:
+    if only & {"rerun", "naive", "answer", "modes"}:
         first, second = precompute(run_cfg), precompute(run_cfg)
         store = StoreSettings.from_config(run_cfg.store).open()
-        # One set of stage objects serves the naive script and both ways of answering, so models load once.
+        # One set of stage objects serves both ways of answering (the naive script loads its own models).
         plan = build_plan(run_cfg.stages)
     if "rerun" in only:
         report([Figure("full precompute of the sample, second run", "first run (s)", first.wall_seconds,
                        second.wall_seconds, "s", "<= 0.02")])
     if "naive" in only:
-        report([naive_figure(plan, store.videos(), first.wall_seconds)])
+        report([naive_figure(run_cfg.stages, store.videos(), first.wall_seconds)])
         longer = work / "longer.jsonl"
         longer.write_text("".join(json.dumps({"path": str(p)}) + "\n"
                                   for p in [looped(bbb, 120, work), looped(bbb, 240, work), *real[:1]]))
@@ -550,11 +650,13 @@ def run(args: argparse.Namespace) -> None:
                                   *overrides])
         longer_seconds = precompute(longer_cfg).wall_seconds
         longer_store = StoreSettings.from_config(longer_cfg.store).open()
-        report([naive_figure(plan, longer_store.videos(), longer_seconds), *stage_work_figures(longer_store)])
+        report([naive_figure(run_cfg.stages, longer_store.videos(), longer_seconds), *stage_work_figures(longer_store)])
     if "answer" in only:
         questions = jsonl(str(sample / "questions.jsonl"))
         ids = {path: s["video_id"] for path, s in store.sources([q.video for q in questions]).items()}
         report(answer_figures(run_cfg, plan, store, questions, ids, work))
+    if "modes" in only:
+        report(search_mode_figures(plan, store, sample))
     if "sweep" in only:
         report(sweep_calls(sample, work))
     if "memory" in only:
@@ -564,6 +666,8 @@ def run(args: argparse.Namespace) -> None:
                        "<= 1.2")])
     if "cpus" in only:
         report([cpu_figure(sample, work)])
+    if "clips" in only:
+        report(clips_figures(work, args.clips, overrides))
     if "search" in only:
         report(search_figures([int(s) for s in args.vectors.split(",")], work))
     if "scale" in only:

@@ -1,4 +1,4 @@
-"""vidprep search VIDEO_OR_ALL TEXT: the frames that best match a text query."""
+"""vidprep search VIDEO_OR_ALL TEXT [search.mode=vector|text|hybrid]: the frames that best match a text query."""
 
 import argparse
 import os
@@ -7,7 +7,7 @@ from vidprep.jobs.config import add_overrides, load_config
 from vidprep.pipeline.plan import build_plan
 from vidprep.store.settings import StoreSettings
 from vidprep.store.keys import content_id
-from vidprep.store.store import ArtifactMissing, Store
+from vidprep.store.store import ArtifactMissing, Store, check_search_mode
 
 
 def resolve_video(store: Store, video: str) -> str | None:
@@ -44,8 +44,9 @@ def run(args: argparse.Namespace) -> None:
     store = StoreSettings.from_config(cfg.store).open()
     names = {row["video_id"]: row["name"] for row in store.videos()}
     video_id = resolve_video(store, args.video)
+    check_search_mode(cfg.search.mode)
     query = stage.embedder.embed_texts([args.text])[0]
-    hits = store.search(query, plan.keys["frame_embeddings"], video_id, args.k)
+    hits = store.search(query, plan.keys["frame_embeddings"], video_id, args.k, text=args.text, mode=cfg.search.mode)
     if not hits:
         print(f"no embeddings for key {plan.keys['frame_embeddings']} in {store.uri}: run `vidprep precompute` first")
     for hit in hits:

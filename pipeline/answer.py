@@ -25,7 +25,7 @@ from vidprep.stages.models.llm import Usage, api_keys, check_endpoints
 from vidprep.stages.prompts import is_prompt, prompt_hash
 from vidprep.conf.checks import check_range
 from vidprep.store.keys import stage_key
-from vidprep.store.store import ArtifactMissing, utcnow
+from vidprep.store.store import ArtifactMissing, check_search_mode, utcnow
 
 
 def _prompt_hashes(config) -> dict[str, str]:
@@ -48,7 +48,7 @@ def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
         "prompts": _prompt_hashes([method, vision]),
         "llm": {k: llm.get(k) for k in ("base_url", "model", "temperature", "max_tokens", "seed",
                                          "structured_output", "max_string_chars")},
-        "vision": vision, "dataset": cfg.dataset.name,
+        "vision": vision, "search": cfg.search.mode, "dataset": cfg.dataset.name,
     }
     return stage_key("answer", 1, params, keys)
 
@@ -86,11 +86,12 @@ class AnswerWorker:
         # Every LLM client a question spends on: the method's, and the vision backend's when it has one.
         self.clients = [self.llm] + [c for c in [getattr(self.vision, "llm", None)] if c is not None]
         self.text_embedder = build_plan(cfg.stages).stages["frame_embeddings"].embedder
+        self.search_mode = cfg.search.mode
 
     def __call__(self, row: dict) -> dict:
         question = Question(**json.loads(row["question_json"]))
         before, started = [dataclasses.replace(c.usage) for c in self.clients], time.monotonic()
-        tools = VideoTools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision)
+        tools = VideoTools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision, self.search_mode)
         prediction = self.agent.answer(question, tools)
         per_client = [(c.model, c.usage.since(b)) for c, b in zip(self.clients, before)]
         used = sum((u for _, u in per_client), Usage())
@@ -140,6 +141,7 @@ def answer(cfg: DictConfig) -> AnswerSummary:
     started, clock = utcnow(), time.monotonic()
     for setting, low in (("workers", 1), ("num_cpus", 0), ("per_type", 0), ("limit", 0)):
         check_range(f"answer.{setting}", cfg.answer[setting], low)
+    check_search_mode(cfg.search.mode)
     # Built here once so a bad method or vision setting is reported before any worker starts.
     agent, vision = instantiate(cfg.method, llm=instantiate(cfg.llm.client)), instantiate(cfg.vision)
     warnings = []

@@ -45,6 +45,8 @@ class Artifact:
     title: str | None = None
     # Embedding artifacts get one table per vector size (`frame_embeddings_384`).
     vector_size: int | None = None
+    # The text column a full-text index keeps searchable (`Store.search` in text and hybrid modes).
+    text_column: str | None = None
 
     def __post_init__(self):
         if self.vector_size is None:
@@ -178,8 +180,12 @@ class Summary:
 
 FRAMES = Artifact("frames", "frames", Frame, "frame_index", streamed=True)
 SEGMENTS = Artifact("segments", "segments", Segment, "segment_index")
-FRAME_EMBEDDINGS = Artifact("frame_embeddings", "frame_embeddings", FrameEmbedding, "frame_index")
-SEGMENT_CAPTIONS = Artifact("segment_captions", "segment_captions", SegmentCaption, "segment_index", title="segment captions")
-FRAME_CAPTIONS = Artifact("frame_captions", "frame_captions", FrameCaption, "position_index", title="frame captions")
-TRANSCRIPTS = Artifact("transcript", "transcripts", TranscriptSegment, "segment_index", title="transcript")
+FRAME_EMBEDDINGS = Artifact("frame_embeddings", "frame_embeddings", FrameEmbedding, "frame_index",
+                            text_column="description")
+SEGMENT_CAPTIONS = Artifact("segment_captions", "segment_captions", SegmentCaption, "segment_index",
+                            title="segment captions", text_column="caption")
+FRAME_CAPTIONS = Artifact("frame_captions", "frame_captions", FrameCaption, "position_index", title="frame captions",
+                          text_column="caption")
+TRANSCRIPTS = Artifact("transcript", "transcripts", TranscriptSegment, "segment_index", title="transcript",
+                       text_column="text")
 SUMMARIES = Artifact("summary", "summaries", Summary, "summary_index", title="summary")

@@ -152,14 +152,27 @@ def scalar_indexes(table: str) -> dict[str, str]:
     return {column: kind for column, kind in INDEXED_COLUMNS.items() if column in names}
 
 
+def text_index(table: str) -> str | None:
+    """The column of a table that keeps a full-text index (captions, transcripts, frame descriptions)."""
+    artifact = _artifact_of(table)
+    return artifact.text_column if artifact else None
+
+
+def _artifact_of(table: str):
+    for artifact in ARTIFACTS.values():
+        if table == artifact.table:
+            return artifact
+        prefix, _, size = table.rpartition("_")
+        if prefix == artifact.table and size.isdigit():
+            return artifact.sized(int(size))
+    return None
+
+
 def schema_for(table: str) -> pa.Schema:
     """Schema of a table; embedding tables are named by their vector size (`frame_embeddings_384`)."""
     if table in BOOKKEEPING:
         return BOOKKEEPING[table]
-    for artifact in ARTIFACTS.values():
-        if table == artifact.table:
-            return artifact.schema
-        prefix, _, size = table.rpartition("_")
-        if prefix == artifact.table and size.isdigit():
-            return artifact.sized(int(size)).schema
-    raise KeyError(f"no table {table!r} is declared")
+    artifact = _artifact_of(table)
+    if artifact is None:
+        raise KeyError(f"no table {table!r} is declared")
+    return artifact.schema

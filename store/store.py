@@ -7,7 +7,10 @@ from dataclasses import dataclass
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import Bitmap, BTree, IvfSq
+from lancedb.index import FTS, Bitmap, BTree, IvfSq
+from lancedb.rerankers import RRFReranker
+
+from vidprep.conf.checks import ConfigError
 
 from vidprep.store import schema
 from vidprep.store.artifacts import FRAME_EMBEDDINGS, FRAMES, Artifact, Frame
@@ -29,6 +32,15 @@ def utcnow() -> dt.datetime:
 
 class ArtifactMissing(LookupError):
     """The asked-for artifact is not completely in the store (never computed, or still being written)."""
+
+
+SEARCH_MODES = ("vector", "text", "hybrid")
+
+
+def check_search_mode(mode: str) -> str:
+    if mode not in SEARCH_MODES:
+        raise ConfigError(f"search.mode must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
+    return mode
 
 
 @dataclass(frozen=True)
@@ -71,20 +83,25 @@ class Store:
             missing = [field for field in declared if field.name not in table.schema.names]
             if missing:
                 table.add_columns(missing)
-            self._ensure_scalar_indexes(name, table)
+            self._ensure_indexes(name, table)
             self._tables[name] = table
         return self._tables[name]
 
     @staticmethod
-    def _ensure_scalar_indexes(name: str, table) -> None:
-        """Create the table's declared scalar indexes it lacks. Rows written after an index was built are
-        read by a scan beside it until `compact` folds them in."""
+    def _ensure_indexes(name: str, table) -> None:
+        """Create the table's declared scalar and full-text indexes it lacks. Rows written after an index
+        was built are read by a scan beside it until `compact` folds them in."""
         indexed = {tuple(index.columns) for index in table.list_indices()}
-        for column, kind in schema.scalar_indexes(name).items():
+        configs = {column: BTree() if kind == "BTREE" else Bitmap()
+                   for column, kind in schema.scalar_indexes(name).items()}
+        if text := schema.text_index(name):
+            # Lower-cased, stemmed English words without stop words: "flowers" finds "flower".
+            configs[text] = FTS()
+        for column, config in configs.items():
             if (column,) in indexed:
                 continue
             try:
-                table.create_index(column, config=BTree() if kind == "BTREE" else Bitmap(), replace=False)
+                table.create_index(column, config=config, replace=False)
             except Exception:  # noqa: BLE001 - another process may have created it first
                 if not any(index.columns == [column] for index in table.list_indices()):
                     raise
@@ -320,9 +337,13 @@ class Store:
         configs = {r["row_id"]: r["config_json"] for r in self.scan("stage_configs").to_pylist()}
         return [dict(r, config_json=configs.get(r["stage_key"], "")) for r in done]
 
-    def search(self, query: np.ndarray, key: str, video_id: str | None = None,
-               k: int = 5) -> list[SearchHit]:
-        """Top-k frames by cosine similarity to `query` among complete embeddings of stage `key`."""
+    def search(self, query: np.ndarray, key: str, video_id: str | None = None, k: int = 5,
+               text: str = "", mode: str = "vector") -> list[SearchHit]:
+        """Top-k frames among complete embeddings of stage `key`, ranked by `mode`: "vector" (cosine
+        similarity of the query's embedding `query` to each frame's), "text" (full-text relevance of
+        `text` to each frame's stored description, BM25 over stemmed words) or "hybrid" (both lists
+        fused by reciprocal rank, LanceDB's RRF). A hit's score is its cosine similarity in every mode."""
+        check_search_mode(mode)
         name = FRAME_EMBEDDINGS.sized(len(query)).table
         if name not in self.table_names():
             return []
@@ -334,27 +355,33 @@ class Store:
         # more than k and keep the complete videos' rows, rather than filter by a list of every video.
         # Over all videos the stage key is applied after the search: before it, Lance builds a mask of
         # every row (22 ms of a 30 ms search at 10^6 rows); so fetch until k pass or all rows were seen.
-        table, limit = self.table(name), k
+        table, limit, query = self.table(name), k, np.asarray(query, dtype=np.float32)
         while True:
-            rows = (
-                table.search(np.asarray(query, dtype=np.float32), vector_column_name="vector")
-                .distance_type("cosine")
-                .where(where, prefilter=bool(video_id))
-                .nprobes(self.ANN_PROBES)
-                .refine_factor(self.ANN_REFINE_FACTOR)
-                .select(["video_id", "timestamp", "description", "_distance"])
-                .limit(limit)
-                .to_list()
-            )
+            rows = self._ranked(table, query, text, mode).where(where, prefilter=bool(video_id)).limit(limit).to_list()
             done = self.done_keys({r["video_id"] for r in rows})
             complete = [r for r in rows if (r["video_id"], key) in done]
             if len(complete) >= k or limit >= table.count_rows():
                 break
             limit *= 4
+        unit = query / (np.linalg.norm(query) or 1.0)
         return [
-            SearchHit(r["video_id"], r["timestamp"], 1.0 - r["_distance"], r["description"])
+            SearchHit(r["video_id"], r["timestamp"], 1.0 - r["_distance"] if mode == "vector" else
+                      float(np.dot(r["vector"], unit) / (np.linalg.norm(r["vector"]) or 1.0)), r["description"])
             for r in complete[:k]
         ]
+
+    def _ranked(self, table, query: np.ndarray, text: str, mode: str):
+        """The query builder of a search mode, before its filter and limit."""
+        columns = ["video_id", "timestamp", "description"]
+        if mode == "text":
+            return (table.search(text, query_type="fts", fts_columns=FRAME_EMBEDDINGS.text_column)
+                    .select([*columns, "vector", "_score"]))
+        if mode == "hybrid":
+            ranked = table.search(query_type="hybrid", vector_column_name="vector").vector(query).text(text)
+            ranked, columns = ranked.rerank(RRFReranker()), [*columns, "vector"]
+        else:
+            ranked, columns = table.search(query, vector_column_name="vector"), [*columns, "_distance"]
+        return ranked.distance_type("cosine").nprobes(self.ANN_PROBES).refine_factor(self.ANN_REFINE_FACTOR).select(columns)
 
     def index_embeddings(self) -> list[str]:
         """Build an ANN index on each embedding table that has reached `ann_min_rows` rows and has none;

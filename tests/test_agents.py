@@ -409,6 +409,10 @@ def test_tool_confidences_share_one_scale(setting, sample_dir):
     hits = tools.store.search(tools.text_embedder.embed_texts(["a cat"])[0], tools.keys["frame_embeddings"],
                               tools.video_id, 5)
     assert tools.search_frames("a cat").confidence == max(h.score for h in hits)
+    hybrid = VideoTools(tools.store, tools.keys, tools.video_id, tools.text_embedder, tools.vision, "hybrid")
+    found = hybrid.search_frames("a cat")
+    # The 4 frames of the cat scene are among the 5 hits.
+    assert sum(t < 4.0 for t in found.timestamps) == 4 and 0 < found.confidence <= 1
     captions = tools.segment_captions(0, 8)
     assert 0 < captions.confidence <= 1
     speech = tools.transcript()

@@ -28,6 +28,15 @@ def test_search_prints_the_cat_scene_first(precomputed):
     assert float(lines[0].split("t=")[1].split("s")[0]) < 4.0
 
 
+@pytest.mark.parametrize("mode", ["text", "hybrid"])
+def test_search_mode_setting_reaches_the_store(precomputed, mode):
+    cfg, _, _ = precomputed
+    done = vidprep("search", "scenes.mp4", "a cup of coffee", "-k", "1", f"store.uri={cfg.store.uri}",
+                   f"search.mode={mode}")
+    assert done.returncode == 0, done.stderr
+    assert 8.0 <= float(done.stdout.split("t=")[1].split("s")[0]) < 12.0 and "espresso" in done.stdout
+
+
 def test_search_names_an_unknown_video(precomputed):
     cfg, _, _ = precomputed
     done = vidprep("search", "no-such-video", "a cat", f"store.uri={cfg.store.uri}")

@@ -26,6 +26,30 @@ def test_text_search_finds_the_photos_scene_first(scenes, embedder, query, start
     assert hits[0].score > 0.3 and hits[0].description.startswith("Looks like:")
 
 
+@pytest.mark.parametrize("mode", ["text", "hybrid"])
+def test_full_text_and_hybrid_search_find_the_photos_scene_by_its_stored_description(scenes, embedder, mode):
+    store, keys, video_id = scenes
+    hits = store.search(embedder.embed_texts(["a cat"])[0], keys["frame_embeddings"], video_id, k=3, text="a cat",
+                        mode=mode)
+    assert len(hits) == 3 and all(0.0 <= hit.timestamp < 4.0 for hit in hits), hits
+    # The score is the cosine similarity in every mode, so tools can compare hits across modes.
+    every_frame = store.search(embedder.embed_texts(["a cat"])[0], keys["frame_embeddings"], video_id, k=16)
+    cosine = {hit.timestamp: hit.score for hit in every_frame}
+    assert all(hit.score == pytest.approx(cosine[hit.timestamp], abs=1e-4) for hit in hits)
+
+
+def test_text_search_needs_the_words_while_hybrid_falls_back_on_the_vectors(scenes, embedder):
+    store, keys, video_id = scenes
+    query = embedder.embed_texts(["a kitten"])[0]
+    # No stored description has the word "kitten"; the vectors still place it near the cat.
+    assert store.search(query, keys["frame_embeddings"], video_id, k=3, text="a kitten", mode="text") == []
+    hybrid = store.search(query, keys["frame_embeddings"], video_id, k=3, text="a kitten", mode="hybrid")
+    assert len(hybrid) == 3 and all(0.0 <= hit.timestamp < 4.0 for hit in hybrid), hybrid
+    from vidprep.conf.checks import ConfigError
+    with pytest.raises(ConfigError, match="search.mode must be one of vector, text, hybrid, got 'fuzzy'"):
+        store.search(query, keys["frame_embeddings"], video_id, mode="fuzzy")
+
+
 def test_search_over_all_videos_ranks_the_right_video_first(scenes, embedder):
     store, keys, video_id = scenes
     hits = store.search(embedder.embed_texts(["a cat"])[0], keys["frame_embeddings"], None, k=3)
@@ -91,7 +115,7 @@ def test_ann_index_is_built_past_the_threshold_and_used(tmp_path):
 
 
 def test_every_table_keeps_scalar_indexes_on_its_keys_and_compaction_folds_new_rows_in(tmp_path):
-    from vidprep.store.schema import scalar_indexes
+    from vidprep.store.schema import scalar_indexes, text_index
 
     store = Store(str(tmp_path / "db"))
     store.upsert("frame_embeddings_8", _rows(30, 8, np.random.default_rng(2)))
@@ -101,7 +125,9 @@ def test_every_table_keeps_scalar_indexes_on_its_keys_and_compaction_folds_new_r
     for name in ("frame_embeddings_8", "stage_done", "llm_cache", "predictions"):
         table = store.table(name)
         assert {tuple(i.columns): i.index_type for i in table.list_indices()} == {
-            (column,): {"BTREE": "BTree", "BITMAP": "Bitmap"}[kind] for column, kind in scalar_indexes(name).items()}
+            (column,): {"BTREE": "BTree", "BITMAP": "Bitmap"}[kind] for column, kind in scalar_indexes(name).items()
+        } | ({("description",): "FTS"} if name.startswith("frame_embeddings") else {})
+        assert text_index(name) == ("description" if name.startswith("frame_embeddings") else None)
     table = store.table("frame_embeddings_8")
     assert {table.index_stats(i.name).num_unindexed_rows for i in table.list_indices()} == {30}
     store.compact()

@@ -110,9 +110,10 @@ class VideoTools:
     """Tools over one video; `visited` keeps every timestamp a tool looked at, in order. The agent
     sets `trace` to the question's trace before it starts."""
 
-    def __init__(self, store: Store, keys: dict[str, str], video_id: str, text_embedder, vision):
+    def __init__(self, store: Store, keys: dict[str, str], video_id: str, text_embedder, vision,
+                 search_mode: str = "vector"):
         self.store, self.keys, self.video_id = store, keys, video_id
-        self.text_embedder, self.vision = text_embedder, vision
+        self.text_embedder, self.vision, self.search_mode = text_embedder, vision, search_mode
         self.visited: list[float] = []
         self.trace = None
         self._video = store.video(video_id)
@@ -173,7 +174,8 @@ class VideoTools:
         """The k stored frames that best match a text query, in time order, with similarity scores."""
         vector = self.text_embedder.embed_texts([query])[0]
         # k comes from a model's plan: keep it to a sensible range rather than fail the question.
-        hits = self.store.search(vector, self._key("frame_embeddings"), self.video_id, min(max(1, int(k)), 20))
+        hits = self.store.search(vector, self._key("frame_embeddings"), self.video_id, min(max(1, int(k)), 20),
+                                 text=query, mode=self.search_mode)
         hits.sort(key=lambda h: h.timestamp)
         lines = [f"t={h.timestamp:.1f}s similarity {h.score:.2f}: {h.description or ''}" for h in hits]
         best = max((h.score for h in hits), default=0.0)
