@@ -295,8 +295,8 @@ CHEAP_STAGES = ("~stages.segment_captions", "~stages.frame_captions", "~stages.t
 
 
 def make_clips(folder: Path, count: int, seconds: int = 3) -> Path:
-    """`count` clips of the sample's real photos, each its own content (the photo's hue turned by a
-    step per clip), made by ffmpeg; kept between runs."""
+    """`count` clips of the sample's real photos, each its own content (a white square at a place of
+    its own), made by ffmpeg; kept between runs."""
     from vidprep.jobs.sample import _frame
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -309,7 +309,8 @@ def make_clips(folder: Path, count: int, seconds: int = 3) -> Path:
             clip.parent.mkdir(exist_ok=True)
             subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-loop", "1", "-i",
                             str(folder / f"{CLIP_PHOTOS[i % len(CLIP_PHOTOS)]}.png"), "-t", str(seconds),
-                            "-vf", f"hue=h={i * 360 / count:.2f},format=yuv420p", "-r", "25", "-c:v", "libx264",
+                            "-vf", f"drawbox=x={i % 600}:y={10 + i // 600 * 40}:w=24:h=24:color=white:t=fill,"
+                            "format=yuv420p", "-r", "25", "-c:v", "libx264",
                             "-preset", "ultrafast", str(clip)], check=True)
     return folder / "clips"
 

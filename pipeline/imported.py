@@ -53,9 +53,8 @@ def import_captions(cfg: DictConfig) -> Summary:
     if not videos:
         raise ConfigError(f"no captions found in {source.path} (format {source.format})")
     store.upsert("videos", videos)
-    for video in videos:
-        # Size and mtime -1 match no real file: once the video itself is at that path, precompute
-        # identifies it by its bytes and the path points at the real video from then on.
-        store.record_source(video["source_path"], -1, -1, video["video_id"], CAPTIONS_ONLY, "")
+    # Size and mtime -1 match no real file: once the video itself is at that path, precompute
+    # identifies it by its bytes and the path points at the real video from then on.
+    store.record_sources([(v["source_path"], -1, -1, v["video_id"], CAPTIONS_ONLY, "") for v in videos])
     records = [v | {"entry_path": v["source_path"], "failed_stage": "", "error": ""} for v in videos]
     return run_stages(cfg, plan, settings, records, new_run_id(), started, clock)

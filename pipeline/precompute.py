@@ -19,29 +19,35 @@ from vidprep.pipeline.runner import init_ray, stage_maps
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.models.llm import check_endpoints
 from vidprep.stages.media.files import file_info
+from vidprep.store.schema import VIDEOS
 from vidprep.store.settings import StoreSettings
 from vidprep.store.store import Store, utcnow
 
 
-def identify(entry: dict, settings: StoreSettings, probe_config: dict, probe_key: str,
-             run_id: str) -> dict:
-    """Hash and probe one manifest entry; its record carries the video row, or why it failed."""
+def identify(entry: dict, probe_config: dict, probe_key: str) -> dict:
+    """Hash and probe one manifest entry; its record carries the video row, or why it failed, and the
+    file's size and mtime. The driver writes every record's rows at once (`record_identified`)."""
     from hydra.utils import instantiate
 
-    store = settings.open()
-    record = {"entry_path": entry["path"], "video_id": "", "failed_stage": "", "error": ""}
-    fingerprint = file_info(entry["path"])
+    record = {"entry_path": entry["path"], "video_id": "", "failed_stage": "", "error": "",
+              "file_info": file_info(entry["path"])}
     try:
         video = instantiate(probe_config).run(entry["path"])
-        video.update(name=entry["name"], stage_key=probe_key, row_id=video["video_id"])
-        store.upsert("videos", [video])
-        record.update(video)
+        record.update(video, name=entry["name"], stage_key=probe_key, row_id=video["video_id"])
     except Exception as error:  # noqa: BLE001 - a bad file must not stop the run
         record.update(failed_stage="probe", error=describe_error(error))
-        store.record_failure("", entry["path"], "probe", probe_key, record["error"], run_id)
-    if fingerprint:
-        store.record_source(entry["path"], *fingerprint, record["video_id"], probe_key, record["error"])
     return record
+
+
+def record_identified(store: Store, records: list[dict], probe_key: str, run_id: str) -> None:
+    """The videos, probe failures and file sources of identified entries, one write per table: a write
+    per file cost more than probing the file (0.1 s against 0.05 s for a 3-second clip)."""
+    store.upsert("videos", [{name: r[name] for name in VIDEOS.names} for r in records if not r["failed_stage"]])
+    for r in records:
+        if r["failed_stage"]:
+            store.record_failure("", r["entry_path"], "probe", probe_key, r["error"], run_id)
+    store.record_sources([(r["entry_path"], *r["file_info"], r["video_id"], probe_key, r["error"])
+                          for r in records if r["file_info"]])
 
 
 @dataclasses.dataclass
@@ -133,12 +139,13 @@ def precompute(cfg: DictConfig) -> Summary:
     records, unknown = _known(store, entries, plan.probe_key)
     if unknown:
         init_ray(cfg.ray)
-        records += (
+        identified = (
             ray.data.from_items(unknown)
-            .map(identify, fn_kwargs=dict(settings=settings, probe_config=plan.probe_config,
-                                          probe_key=plan.probe_key, run_id=run_id))
+            .map(identify, fn_kwargs=dict(probe_config=plan.probe_config, probe_key=plan.probe_key))
             .take_all()
         )
+        record_identified(store, identified, plan.probe_key, run_id)
+        records += [{k: v for k, v in r.items() if k != "file_info"} for r in identified]
     return run_stages(cfg, plan, settings, records, run_id, started, clock, manifest.skipped)
 
 

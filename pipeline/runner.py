@@ -78,7 +78,9 @@ def stage_maps(ds, cfg: DictConfig, plan: Plan, settings: StoreSettings, run_id:
             ds = ds.map(worker, fn_constructor_kwargs=args | {"api_keys": api_keys(plan.configs[name])},
                         compute=ray.data.ActorPoolStrategy(size=pool), **remote)
         else:
-            ds = ds.map(_named(run_stateless, name), fn_kwargs=args, **remote)
+            # Resources through a function, which Ray Data never fuses into the next map: fused into a
+            # model stage's pool of one actor, every video's decode ran in that actor, one at a time.
+            ds = ds.map(_named(run_stateless, name), fn_kwargs=args, ray_remote_args_fn=lambda asked=remote: asked)
     return ds
 
 

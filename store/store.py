@@ -115,7 +115,10 @@ class Store:
                 return sorted(names)
 
     def upsert(self, name: str, rows: list[dict] | pa.Table) -> None:
-        """Write rows idempotently: a row whose `row_id` exists is replaced, never duplicated."""
+        """Write rows idempotently: a row whose `row_id` exists is replaced, never duplicated (within the
+        rows too: the last of a `row_id` is kept, since merge_insert would insert each of them)."""
+        if not isinstance(rows, pa.Table):
+            rows = list({row["row_id"]: row for row in rows}.values())
         data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema.schema_for(name))
         if data.num_rows == 0:
             return
@@ -188,12 +191,12 @@ class Store:
         runs = self.scan("runs", f"job = {_quote(job)}").to_pylist()
         return max(runs, key=lambda r: r["started_at"]) if runs else None
 
-    def record_source(self, path: str, size: int, mtime_ns: int, video_id: str, probe_key: str,
-                      error: str = "") -> None:
+    def record_sources(self, sources: list[tuple[str, int, int, str, str, str]]) -> None:
+        """Files seen, each (path, size, mtime_ns, video_id, probe_key, probe error), in one write."""
         self.upsert("sources", [{
             "row_id": path, "source_path": path, "size": size, "mtime_ns": mtime_ns,
             "video_id": video_id, "probe_key": probe_key, "error": error,
-        }])
+        } for path, size, mtime_ns, video_id, probe_key, error in sources])
 
     def sources(self, paths: list[str]) -> dict[str, dict]:
         """What the store knows of these paths (their last size, mtime, id or probe error)."""
