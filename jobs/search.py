@@ -16,12 +16,9 @@ def resolve_video(store: Store, video: str) -> str | None:
         return None
     if os.path.isfile(video):
         return content_id(video)
-    rows = store.videos()
-    if any(video == row["video_id"] for row in rows):
+    if store.videos_by_id([video]):
         return video
-    found = {row["video_id"] for row in rows if row["name"] == video}
-    found |= {row["video_id"] for row in store.scan("sources").to_pylist() if row["video_id"]
-              and video in (os.path.basename(row["source_path"]), os.path.splitext(os.path.basename(row["source_path"]))[0])}
+    found = store.video_ids_named(video)
     if len(found) > 1:
         raise ArtifactMissing(f"{video!r} names {len(found)} videos in the store {store.uri} "
                               f"({', '.join(sorted(found))}): give an id or a file name with its extension")
@@ -42,11 +39,11 @@ def run(args: argparse.Namespace) -> None:
     plan = build_plan(cfg.stages)
     stage = plan.stages["frame_embeddings"]
     store = StoreSettings.from_config(cfg.store).open()
-    names = {row["video_id"]: row["name"] for row in store.videos()}
     video_id = resolve_video(store, args.video)
     check_search_mode(cfg.search.mode)
     query = stage.embedder.embed_texts([args.text])[0]
     hits = store.search(query, plan.keys["frame_embeddings"], video_id, args.k, text=args.text, mode=cfg.search.mode)
+    names = {found: row["name"] for found, row in store.videos_by_id(sorted({h.video_id for h in hits})).items()}
     if not hits:
         print(f"no embeddings for key {plan.keys['frame_embeddings']} in {store.uri}: run `vidprep precompute` first")
     for hit in hits:

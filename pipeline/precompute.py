@@ -190,8 +190,7 @@ def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: li
     keys = set(plan.keys.values())
     summary.partial = sorted(
         (unique[r["video_id"]].get("source_path") or unique[r["video_id"]]["entry_path"], r["detail"])
-        for r in store.scan("stage_done", "detail LIKE 'partial:%'", ["video_id", "stage_key", "detail"]).to_pylist()
-        if r["video_id"] in unique and r["stage_key"] in keys)
+        for r in store.completions(unique, "detail LIKE 'partial:%'") if r["stage_key"] in keys)
     summary.frames = summary.rows.get("frames", 0)
     summary.videos = len(unique) + sum(1 for r in failed if not r["video_id"])
     summary.failed = len(failed)

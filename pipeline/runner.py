@@ -4,8 +4,10 @@ the model loads once per actor. Each map is named after its stage (`Map(frame_em
 
 import logging
 import os
+import warnings
 
 import ray
+from ray.util.annotations import RayDeprecationWarning
 from omegaconf import DictConfig, OmegaConf
 
 from vidprep.pipeline.executor import describe_error, run_stage
@@ -80,7 +82,11 @@ def stage_maps(ds, cfg: DictConfig, plan: Plan, settings: StoreSettings, run_id:
         else:
             # Resources through a function, which Ray Data never fuses into the next map: fused into a
             # model stage's pool of one actor, every video's decode ran in that actor, one at a time.
-            ds = ds.map(_named(run_stateless, name), fn_kwargs=args, ray_remote_args_fn=lambda asked=remote: asked)
+            # Ray deprecates the argument for 2.64 without a replacement, hence the pin in pyproject.toml.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RayDeprecationWarning)
+                ds = ds.map(_named(run_stateless, name), fn_kwargs=args,
+                            ray_remote_args_fn=lambda asked=remote: asked)
     return ds
 
 

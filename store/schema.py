@@ -142,8 +142,10 @@ BOOKKEEPING: dict[str, pa.Schema] = {
 
 
 # Scalar indexes, on each table that has the column: the merge key and the columns reads filter on.
-# BTREE where values are nearly unique; BITMAP for the few stage keys and answer runs.
-INDEXED_COLUMNS = {"row_id": "BTREE", "video_id": "BTREE", "stage_key": "BITMAP", "run_key": "BITMAP"}
+# BTREE where values are nearly unique (a video's dataset name too, which `vidprep search` and `show`
+# look videos up by); BITMAP for the few stage keys and answer runs.
+INDEXED_COLUMNS = {"row_id": "BTREE", "video_id": "BTREE", "name": "BTREE", "stage_key": "BITMAP",
+                   "run_key": "BITMAP"}
 
 
 def scalar_indexes(table: str) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The one owner of the LanceDB database: idempotent writes, completion markers and the read API."""
 
 import datetime as dt
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -158,11 +159,16 @@ class Store:
 
     def done_keys(self, video_ids: Iterable[str]) -> set[tuple[str, str]]:
         """The (video id, stage key) pairs whose artifacts are complete."""
-        ids, done = list(video_ids), set()
+        rows = self.completions(video_ids)
+        return {(r["video_id"], r["stage_key"]) for r in rows}
+
+    def completions(self, video_ids: Iterable[str], where: str = "") -> list[dict]:
+        """The completion markers of these videos (and matching `where`), read through the video index."""
+        ids, found = list(video_ids), []
         for i in range(0, len(ids), 500):
-            rows = self.scan("stage_done", _in("video_id", ids[i : i + 500]), ["video_id", "stage_key"])
-            done.update(zip(rows["video_id"].to_pylist(), rows["stage_key"].to_pylist()))
-        return done
+            condition = _in("video_id", ids[i : i + 500]) + (f" AND ({where})" if where else "")
+            found += self.scan("stage_done", condition, ["video_id", "stage_key", "detail"]).to_pylist()
+        return found
 
     def is_done(self, video_id: str, key: str) -> bool:
         return (video_id, key) in self.done_keys([video_id])
@@ -205,6 +211,19 @@ class Store:
             rows = self.scan("sources", _in("row_id", paths[i : i + 500])).to_pylist()
             known.update((r["source_path"], r) for r in rows)
         return known
+
+    def video_ids_named(self, name: str) -> set[str]:
+        """Videos whose dataset name is `name`, or whose file is named `name` (with or without its
+        extension), read through the indexes rather than a scan of every video."""
+        named = {r["video_id"] for r in self.scan("videos", f"name = {_quote(name)}", ["video_id"]).to_pylist()}
+        # LIKE's wildcards in a name only widen the match; the exact rule is applied after.
+        pattern = f"source_path = {_quote(name)} OR source_path LIKE {_quote('%/' + name)} OR " \
+                  f"source_path LIKE {_quote('%/' + name + '.%')} OR source_path LIKE {_quote(name + '.%')}"
+        for r in self.scan("sources", pattern, ["source_path", "video_id"]).to_pylist():
+            file = os.path.basename(r["source_path"])
+            if r["video_id"] and name in (file, os.path.splitext(file)[0]):
+                named.add(r["video_id"])
+        return named
 
     def videos_by_id(self, video_ids: list[str]) -> dict[str, dict]:
         found = {}

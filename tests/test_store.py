@@ -184,3 +184,25 @@ def test_a_store_from_an_earlier_vidprep_gets_the_new_columns_and_keeps_its_rows
     # The old row has no tokens per model: its run's money is unknown, and says why.
     costs = report(rows, {"m": {"input": 1.0, "output": 1.0}})["costs"]
     assert costs["usd_per_question"] is None and costs["unpriced_models"] == ["(not recorded)"]
+
+
+def test_a_video_is_found_by_id_name_file_name_or_stem_through_the_indexes(tmp_path):
+    from vidprep.jobs.search import resolve_video
+
+    store = Store(str(tmp_path / "db"))
+    store.upsert("videos", [{"row_id": v, "video_id": v, "name": name} for v, name in
+                            (("id1", "walk"), ("id2", "run"), ("id3", "axb"), ("id4", "twin"), ("id5", "twin"))])
+    store.record_sources([("/data/clips/walk.mp4", 1, 1, "id1", "probe", ""),
+                          ("/data/other/run.final.mkv", 1, 1, "id2", "probe", ""),
+                          ("/data/axb.mp4", 1, 1, "id3", "probe", "")])
+    assert resolve_video(store, "all") is None
+    assert resolve_video(store, "id2") == "id2"
+    assert resolve_video(store, "walk") == resolve_video(store, "walk.mp4") == "id1"
+    assert resolve_video(store, "run.final") == resolve_video(store, "run.final.mkv") == "id2"
+    # "_" is a LIKE wildcard: it may widen the query, never the answer.
+    with pytest.raises(ArtifactMissing, match="no video 'a_b'"):
+        resolve_video(store, "a_b")
+    with pytest.raises(ArtifactMissing, match="'twin' names 2 videos"):
+        resolve_video(store, "twin")
+    store.compact()
+    assert "ScalarIndexQuery" in store.table("videos").search().where("name = 'walk'").explain_plan()
