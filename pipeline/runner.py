@@ -130,7 +130,7 @@ def declared_resources(plan: Plan, gpus: float, cluster: bool) -> dict[str, dict
         if device and device.startswith("cuda") and not gpus and not cluster:
             raise ConfigError(f"stages.{name}: its model's device is {device!r} but this Ray has no GPU "
                               "(use device=auto or cpu)")
-        on_cuda = device == "auto" and gpus > 0 or bool(device and device.startswith("cuda"))
+        on_cuda = (device == "auto" and gpus > 0) or bool(device and device.startswith("cuda"))
         declared[name] = {k: v for k, v in stage.resources.items() if k != "num_gpus" or on_cuda}
     return declared
 

@@ -25,8 +25,7 @@ def wants_cuda(device: str, cuda_devices: int, runtime: str) -> bool:
         return False
     if device == "auto":
         return cuda_devices > 0
-    index = int(device.partition(":")[2] or 0)
-    if index >= cuda_devices:
+    if cuda_index(device) >= cuda_devices:
         raise ConfigError(f"device {device!r}: {runtime} sees {cuda_devices} CUDA devices here "
                           "(use device=auto or cpu, or give the stage num_gpus)")
     return True
