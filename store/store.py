@@ -159,15 +159,16 @@ class Store:
 
     def done_keys(self, video_ids: Iterable[str]) -> set[tuple[str, str]]:
         """The (video id, stage key) pairs whose artifacts are complete."""
-        rows = self.completions(video_ids)
+        rows = self.completions(video_ids, columns=["video_id", "stage_key"])
         return {(r["video_id"], r["stage_key"]) for r in rows}
 
-    def completions(self, video_ids: Iterable[str], where: str = "") -> list[dict]:
+    def completions(self, video_ids: Iterable[str], where: str = "",
+                    columns: tuple[str, ...] | list[str] = ("video_id", "stage_key", "detail")) -> list[dict]:
         """The completion markers of these videos (and matching `where`), read through the video index."""
         ids, found = list(video_ids), []
         for i in range(0, len(ids), 500):
             condition = _in("video_id", ids[i : i + 500]) + (f" AND ({where})" if where else "")
-            found += self.scan("stage_done", condition, ["video_id", "stage_key", "detail"]).to_pylist()
+            found += self.scan("stage_done", condition, list(columns)).to_pylist()
         return found
 
     def is_done(self, video_id: str, key: str) -> bool:
