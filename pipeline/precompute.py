@@ -6,22 +6,27 @@ summary.
 
 import dataclasses
 import json
+import math
 import time
 import uuid
 
+import pyarrow as pa
 import ray
 from omegaconf import DictConfig
 
 from vidprep.pipeline.executor import describe_error
 from vidprep.pipeline.manifest import read_manifest
 from vidprep.pipeline.plan import Plan, build_plan
-from vidprep.pipeline.runner import init_ray, stage_maps
+from vidprep.pipeline.runner import init_ray, stage_maps, video_groups
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.models.llm import check_endpoints
 from vidprep.stages.media.files import file_info
 from vidprep.store.schema import VIDEOS
 from vidprep.store.settings import StoreSettings
 from vidprep.store.store import Store, utcnow
+
+
+IDENTIFY_PER_TASK = 32
 
 
 def identify(entry: dict, probe_config: dict, probe_key: str) -> dict:
@@ -68,6 +73,8 @@ class Summary:
     skipped_files: list = dataclasses.field(default_factory=list)
     # Videos whose frames ffmpeg could decode only in part: (path, what is missing and why).
     partial: list = dataclasses.field(default_factory=list)
+    # Hashing and probing the files the store had not seen (or had seen changed), on Ray.
+    identify_seconds: float = 0.0
     wall_seconds: float = 0.0
     previous_wall_seconds: float | None = None
 
@@ -137,23 +144,31 @@ def precompute(cfg: DictConfig) -> Summary:
     register_plan(store, plan)
 
     records, unknown = _known(store, entries, plan.probe_key)
+    identify_seconds = 0.0
     if unknown:
         init_ray(cfg.ray)
+        identify_started = time.monotonic()
+        # A Ray task costs about as much as probing a short file: a task probes up to IDENTIFY_PER_TASK
+        # files, yet every CPU gets two tasks.
+        cpus = ray.cluster_resources().get("CPU", 1)
+        tasks = min(len(unknown), max(round(2 * cpus), math.ceil(len(unknown) / IDENTIFY_PER_TASK)))
         identified = (
-            ray.data.from_items(unknown)
+            ray.data.from_items(unknown, override_num_blocks=tasks)
             .map(identify, fn_kwargs=dict(probe_config=plan.probe_config, probe_key=plan.probe_key))
             .take_all()
         )
         record_identified(store, identified, plan.probe_key, run_id)
         records += [{k: v for k, v in r.items() if k != "file_info"} for r in identified]
-    return run_stages(cfg, plan, settings, records, run_id, started, clock, manifest.skipped)
+        identify_seconds = time.monotonic() - identify_started
+    return run_stages(cfg, plan, settings, records, run_id, started, clock, manifest.skipped, identify_seconds)
 
 
 def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: list[dict], run_id: str,
-               started, clock: float, skipped_files: list[str] = ()) -> Summary:
+               started, clock: float, skipped_files: list[str] = (), identify_seconds: float = 0.0) -> Summary:
     """Every stage of the plan over the identified videos, then the run's summary (also stored)."""
     store = settings.open()
-    summary = Summary(run_id=run_id, previous_wall_seconds=_previous_wall(store), skipped_files=list(skipped_files))
+    summary = Summary(run_id=run_id, previous_wall_seconds=_previous_wall(store), skipped_files=list(skipped_files),
+                      identify_seconds=identify_seconds)
     unique, failed = {}, []
     for record in records:
         if record["failed_stage"]:
@@ -170,13 +185,19 @@ def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: li
     if pending:
         check_endpoints([plan.configs[name] for name in plan.stages])
         init_ray(cfg.ray)
-        every = cfg.store.compact_every_videos
-        for record in stage_maps(ray.data.from_items(pending), cfg, plan, settings, run_id).iter_rows():
-            finished.append(dict(record))
-            # Each video's writes leave small fragments and rows outside the scalar indexes: folding
+        every, compacted_at = cfg.store.compact_every_videos, 0
+        groups = video_groups(pending, cfg.ray.group_seconds, ray.cluster_resources().get("CPU", 1))
+        # One schema for every group, so that a column empty in one group has the type it has in others.
+        columns = pa.Table.from_pylist(pending).schema
+        blocks = ray.data.from_arrow([pa.Table.from_pylist(group, columns) for group in groups])
+        for group in stage_maps(blocks, cfg, plan, settings, run_id).iter_batches(batch_size=None,
+                                                                                  batch_format="pyarrow"):
+            finished += group.to_pylist()
+            # Each group's writes leave small fragments and rows outside the scalar indexes: folding
             # them in as the run goes keeps a write and a read as fast at the end of a run as at its start.
-            if every and len(finished) % every == 0:
+            if every and len(finished) - compacted_at >= every:
                 store.compact()
+                compacted_at = len(finished)
     for record in finished:
         for name in plan.stages:
             rows = record[f"rows__{name}"]

@@ -4,16 +4,15 @@ the model loads once per actor. Each map is named after its stage (`Map(frame_em
 
 import logging
 import os
-import warnings
 
+import pyarrow as pa
 import ray
-from ray.util.annotations import RayDeprecationWarning
 from omegaconf import DictConfig, OmegaConf
 
 from vidprep.pipeline.executor import describe_error, run_stage
 from vidprep.pipeline.plan import Plan, build_stage
 from vidprep.conf.checks import ConfigError, check_range
-from vidprep.stages.models.llm import PROCESS_USAGE, api_keys
+from vidprep.stages.models.llm import api_keys
 from vidprep.store.settings import StoreSettings
 from vidprep.store.store import Store
 
@@ -31,26 +30,30 @@ def _node_id() -> str:
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
 
-def _run_one(store: Store, stage, name: str, plan_keys: dict, inputs: list, record: dict,
-             run_id: str) -> dict:
-    record = dict(record, **{f"rows__{name}": -1, f"llm_calls__{name}": 0})
-    if record["failed_stage"]:
-        return record
-    calls_before = PROCESS_USAGE.calls
-    try:
-        record[f"rows__{name}"] = run_stage(store, stage, plan_keys[name], inputs, record,
-                                            run_id, _node_id())
-    except Exception as error:  # noqa: BLE001 - recorded, then the run goes on
-        record.update(failed_stage=name, error=describe_error(error), **{f"rows__{name}": 0})
-        store.record_failure(record["video_id"], record["source_path"], name, plan_keys[name],
-                             record["error"], run_id)
-    record[f"llm_calls__{name}"] = PROCESS_USAGE.calls - calls_before
-    return record
+def _run_group(store: Store, stage, name: str, plan_keys: dict, inputs: list, group: pa.Table,
+               run_id: str) -> pa.Table:
+    """A group of video records through one stage: each record gains the stage's rows and LLM calls, or
+    the stage as its failed one (a video failed earlier passes through)."""
+    records = group.to_pylist()
+    pending = [r for r in records if not r["failed_stage"]]
+    outcomes = dict(zip((r["video_id"] for r in pending),
+                        run_stage(store, stage, plan_keys[name], inputs, pending, run_id, _node_id())))
+    for record in records:
+        outcome = outcomes.get(record["video_id"]) if not record["failed_stage"] else None
+        record.update({f"rows__{name}": -1, f"llm_calls__{name}": 0})
+        if outcome is None:
+            continue
+        record.update({f"rows__{name}": outcome.rows, f"llm_calls__{name}": outcome.llm_calls})
+        if outcome.error is not None:
+            record.update(failed_stage=name, error=describe_error(outcome.error), **{f"rows__{name}": 0})
+            store.record_failure(record["video_id"], record["source_path"], name, plan_keys[name],
+                                 record["error"], run_id)
+    return pa.Table.from_pylist(records)
 
 
-def run_stateless(record: dict, settings: StoreSettings, name: str, config: dict, keys: dict,
-                  inputs: list, run_id: str) -> dict:
-    return _run_one(settings.open(), build_stage(config), name, keys, inputs, record, run_id)
+def run_stateless(group: pa.Table, settings: StoreSettings, name: str, config: dict, keys: dict,
+                  inputs: list, run_id: str) -> pa.Table:
+    return _run_group(settings.open(), build_stage(config), name, keys, inputs, group, run_id)
 
 
 class ModelStageWorker:
@@ -63,12 +66,29 @@ class ModelStageWorker:
         self.stage = build_stage(config)
         self.name, self.keys, self.inputs, self.run_id = name, keys, inputs, run_id
 
-    def __call__(self, record: dict) -> dict:
-        return _run_one(self.store, self.stage, self.name, self.keys, self.inputs, record, self.run_id)
+    def __call__(self, group: pa.Table) -> pa.Table:
+        return _run_group(self.store, self.stage, self.name, self.keys, self.inputs, group, self.run_id)
+
+
+def video_groups(records: list[dict], group_seconds: float, cpus: float) -> list[list[dict]]:
+    """Records in manifest order, packed into groups of consecutive videos whose durations add up to at
+    most `group_seconds` (a longer video is a group of its own). The groups are kept small enough that
+    every CPU gets two, so a small run still spreads over the machine."""
+    check_range("ray.group_seconds", group_seconds, 0, unit="seconds")
+    limit = min(group_seconds, sum(r["duration"] for r in records) / max(1.0, 2 * cpus))
+    groups, seconds = [], 0.0
+    for record in records:
+        if not groups or seconds + record["duration"] > limit:
+            groups.append([])
+            seconds = 0.0
+        groups[-1].append(record)
+        seconds += record["duration"]
+    return groups
 
 
 def stage_maps(ds, cfg: DictConfig, plan: Plan, settings: StoreSettings, run_id: str):
-    """`ds` of video records through every stage of the plan, in order."""
+    """`ds` of video records, one block per group (`video_groups`), through every stage of the plan, in
+    order; each group is one batch of each stage."""
     for name, resources in stage_resources(cfg, plan).items():
         args = dict(settings=settings, name=name, config=plan.configs[name], keys=plan.keys,
                     inputs=plan.inputs(name), run_id=run_id)
@@ -77,22 +97,24 @@ def stage_maps(ds, cfg: DictConfig, plan: Plan, settings: StoreSettings, run_id:
         # Ray Data names a map after its function or class: the stage's name shows in progress and logs.
         if plan.stages[name].stateful:
             worker = type(name, (ModelStageWorker,), {"__module__": __name__})
-            ds = ds.map(worker, fn_constructor_kwargs=args | {"api_keys": api_keys(plan.configs[name])},
-                        compute=ray.data.ActorPoolStrategy(size=pool), **remote)
+            # Ray Data fuses a task map into the next actor map whose remote args are equal; fused into a
+            # pool of one actor, every video's decode ran in that actor, one at a time. An empty label
+            # selector (any node, as without one) keeps the args apart.
+            remote.setdefault("label_selector", {})
+            ds = ds.map_batches(worker, fn_constructor_kwargs=args | {"api_keys": api_keys(plan.configs[name])},
+                                compute=ray.data.ActorPoolStrategy(size=pool), **_GROUPS, **remote)
         else:
-            # Resources through a function, which Ray Data never fuses into the next map: fused into a
-            # model stage's pool of one actor, every video's decode ran in that actor, one at a time.
-            # Ray deprecates the argument for 2.64 without a replacement, hence the pin in pyproject.toml.
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RayDeprecationWarning)
-                ds = ds.map(_named(run_stateless, name), fn_kwargs=args,
-                            ray_remote_args_fn=lambda asked=remote: asked)
+            ds = ds.map_batches(_named(run_stateless, name), fn_kwargs=args, **_GROUPS, **remote)
     return ds
 
 
+# A block is a group of videos and one batch.
+_GROUPS = {"batch_size": None, "batch_format": "pyarrow"}
+
+
 def _named(function, name: str):
-    def stage(record: dict, **kwargs) -> dict:
-        return function(record, **kwargs)
+    def stage(group: pa.Table, **kwargs) -> pa.Table:
+        return function(group, **kwargs)
 
     stage.__name__ = stage.__qualname__ = name
     return stage
@@ -141,6 +163,12 @@ def stage_resources(cfg: DictConfig, plan: Plan) -> dict[str, dict]:
     overrides = OmegaConf.to_container(cfg.resources, resolve=True)
     cluster = bool(cfg.ray.address)
     declared = declared_resources(plan, ray.cluster_resources().get("GPU", 0), cluster)
+    if not cluster:
+        # A pool's actor holds its CPUs for the whole run, idle or not, and Ray Data then runs fewer
+        # stateless tasks: on 2 cores one clip was decoded at a time beside an embedder idle 2/3 of the
+        # time. On a local Ray the model threads share the cores with the tasks anyway, so there the
+        # actors ask for no CPU unless `resources.STAGE.num_cpus` says otherwise.
+        declared = {n: dict(r, num_cpus=0) if plan.stages[n].stateful else r for n, r in declared.items()}
     resources = {name: {**declared[name], **overrides.get(name, {})} for name in plan.stages}
     for name, asked in resources.items():
         for setting, low in (("num_cpus", 0), ("num_gpus", 0), ("concurrency", 1)):

@@ -149,13 +149,12 @@ class Store:
             [{"row_id": key, "stage": stage, "version": version, "config_json": config_json}],
         )
 
-    def mark_done(self, video_id: str, stage: str, key: str, rows: int, seconds: float,
-                  node_id: str, run_id: str, detail: str = "") -> None:
-        self.upsert("stage_done", [{
-            "row_id": row_id(video_id, key, "done"), "video_id": video_id, "stage": stage,
-            "stage_key": key, "rows": rows, "detail": detail, "seconds": seconds, "node_id": node_id,
-            "run_id": run_id, "finished_at": utcnow(),
-        }])
+    def mark_done(self, markers: list[dict]) -> None:
+        """Completion markers, in one write: each names its video_id, stage, stage_key, rows, detail,
+        seconds, node_id and run_id."""
+        now = utcnow()
+        self.upsert("stage_done", [dict(m, row_id=row_id(m["video_id"], m["stage_key"], "done"), finished_at=now)
+                                   for m in markers])
 
     def done_keys(self, video_ids: Iterable[str]) -> set[tuple[str, str]]:
         """The (video id, stage key) pairs whose artifacts are complete."""
@@ -282,14 +281,17 @@ class Store:
         self._require_done(video_id, key)
         return artifact.rows(self.scan(artifact.table, self._of(video_id, key)).to_pylist())
 
-    def read_batches(self, artifact: Artifact, video_id: str, key: str, batch_size: int) -> Iterator[list]:
+    def read_batches(self, artifact: Artifact, video_id: str, key: str, batch_size: int,
+                     checked: bool = False) -> Iterator[list]:
         """`read` as a stage takes it: a streamed artifact `batch_size` rows at a time (only its order
-        column is read up front, so memory stays flat for long videos), any other as one batch."""
-        if not artifact.streamed:
-            yield self.read(artifact, video_id, key)
-            return
-        self._require_done(video_id, key)
+        column is read up front, so memory stays flat for long videos), any other as one batch.
+        `checked`: the caller has seen the artifact's completion marker."""
+        if not checked:
+            self._require_done(video_id, key)
         where = self._of(video_id, key)
+        if not artifact.streamed:
+            yield artifact.rows(self.scan(artifact.table, where).to_pylist())
+            return
         order = sorted(self.scan(artifact.table, where, [artifact.order])[artifact.order].to_pylist())
         for i in range(0, len(order), batch_size):
             first, last = order[i], order[min(i + batch_size, len(order)) - 1]

@@ -10,11 +10,14 @@ from vidprep.jobs.config import load_config
 from vidprep.pipeline.manifest import ManifestError, read_manifest
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
-from vidprep.pipeline.runner import fit_resources, stage_resources
+from vidprep.pipeline.runner import fit_resources, stage_resources, video_groups
 from vidprep.conf.checks import ConfigError
 from vidprep.store.artifacts import TRANSCRIPTS
 from vidprep.store.keys import content_id
+from vidprep.stages.decode import DecodeFrames
+from vidprep.stages.probe import ProbeVideo
 from vidprep.store.settings import StoreSettings
+from vidprep.store.store import Store
 from tests.conftest import SHARED_VIDEOS, config_for, needs_shared_videos
 
 
@@ -60,15 +63,16 @@ def test_second_run_skips_all_work(precomputed):
     assert after == before
 
 
-def test_model_stage_pools_are_fitted_to_a_small_local_ray_so_no_stage_waits_forever(tmp_path, ray_session):
-    # The session's Ray has 2 CPUs; the four CPU-holding model stages ask for 1 each by default.
+def test_model_stage_pools_leave_a_small_local_ray_to_the_tasks_and_asked_cpus_are_fitted(tmp_path, ray_session):
+    # The session's Ray has 2 CPUs; the CPU-holding model stages ask for 1 each on a cluster.
     cfg = config_for(tmp_path, tmp_path)
     plan = build_plan(cfg.stages)
     resources = stage_resources(cfg, plan)
     pools = [r["num_cpus"] * r.get("concurrency", 1) for n, r in resources.items() if plan.stages[n].stateful]
-    tasks = [r["num_cpus"] for n, r in resources.items() if not plan.stages[n].stateful]
-    assert sum(pools) + max(tasks) <= 2
-    assert sorted(set(pools)) == [0, 0.25]
+    assert set(pools) == {0}
+    asked = stage_resources(config_for(tmp_path, tmp_path, "+resources.frame_embeddings.num_cpus=2",
+                                       "+resources.transcript.num_cpus=2"), plan)
+    assert asked["frame_embeddings"]["num_cpus"] + asked["transcript"]["num_cpus"] + asked["frames"]["num_cpus"] <= 2
     on_a_cluster = stage_resources(config_for(tmp_path, tmp_path, "ray.address=auto"), plan)
     assert on_a_cluster["frame_embeddings"]["num_cpus"] == 1
 
@@ -144,6 +148,59 @@ def test_odd_and_bad_files_are_reported_while_good_ones_complete_and_the_store_k
     after = _snapshot(store)
     for table, rows_before in kept.items():
         assert {k: after[table].get(k) for k in rows_before} == rows_before, table
+
+
+def test_videos_are_grouped_by_duration_yet_every_cpu_gets_two_groups():
+    assert [len(g) for g in video_groups([{"duration": 3.0}] * 1000, 120, 2)] == [40] * 25
+    assert [len(g) for g in video_groups([{"duration": 3.0}] * 100, 120, 2)] == [25] * 4
+    assert [len(g) for g in video_groups([{"duration": 30.0}] * 4, 120, 2)] == [1] * 4
+    assert [len(g) for g in video_groups([{"duration": d} for d in (3.0, 600.0, 3.0)], 120, 2)] == [1, 1, 1]
+    with pytest.raises(ConfigError, match="ray.group_seconds"):
+        video_groups([{"duration": 3.0}], -1, 2)
+
+
+class _SpoiledFrames(DecodeFrames):
+    """Frames whose rows the store refuses for one file (a width that is not a number)."""
+
+    def run(self, video):
+        frames = super().run(video)
+        while True:
+            try:
+                batch = next(frames)
+            except StopIteration as end:
+                return end.value
+            if video["source_path"].endswith("spoiled.mp4"):
+                batch[0]["width"] = "wide"
+            yield batch
+
+
+def test_a_group_is_written_in_one_commit_and_a_failing_video_leaves_no_rows(tmp_path):
+    from vidprep.pipeline.executor import run_stage
+
+    paths = []
+    for name, colour in (("a", "red"), ("gone", "green"), ("spoiled", "blue"), ("b", "yellow")):
+        paths.append(tmp_path / f"{name}.mp4")
+        subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", f"color=c={colour}:s=64x48:d=3:r=5",
+                        "-pix_fmt", "yuv420p", str(paths[-1])], check=True)
+    videos = [ProbeVideo().run(str(p)) for p in paths]
+    paths[1].unlink()  # probed, then gone before its frames were decoded
+    store = Store(str(tmp_path / "db"))
+    stage = _SpoiledFrames()
+    key = stage.key({})
+    store.upsert("frames", [])  # the table exists: its versions count commits from here
+    versions = store.table("frames").version
+    outcomes = run_stage(store, stage, key, [], videos, "run", "node")
+    assert [o.rows for o in outcomes] == [3, 0, 0, 3]
+    assert outcomes[0].error is None and outcomes[3].error is None
+    assert "No such file" in str(outcomes[1].error) and "wide" in str(outcomes[2].error)
+    done = store.done_keys(v["video_id"] for v in videos)
+    assert done == {(videos[0]["video_id"], key), (videos[3]["video_id"], key)}
+    assert sorted(store.scan("frames", columns=["video_id"])["video_id"].to_pylist()) == sorted(
+        [videos[0]["video_id"]] * 3 + [videos[3]["video_id"]] * 3)
+    # One commit for the group, refused; then each video apart: two videos written.
+    assert store.table("frames").version - versions == 2
+    again = run_stage(store, stage, key, [], [videos[0], videos[3]], "run", "node")
+    assert [o.rows for o in again] == [-1, -1]
 
 
 def test_manifest_formats(tmp_path, sample_dir):

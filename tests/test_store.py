@@ -83,13 +83,17 @@ def _rows(n: int, dim: int, rng) -> list[dict]:
     ]
 
 
+def _done(video_id: str, rows: int) -> dict:
+    return {"video_id": video_id, "stage": "frame_embeddings", "stage_key": "k", "rows": rows, "detail": "",
+            "seconds": 0.0, "node_id": "n", "run_id": "r"}
+
+
 def test_ann_index_is_built_past_the_threshold_and_used(tmp_path):
     rng = np.random.default_rng(0)
     store = Store(str(tmp_path / "db"), ann_min_rows=2000)
     rows = _rows(3000, 32, rng)
     store.upsert("frame_embeddings_32", rows)
-    for video in ("v0", "v1", "v2"):
-        store.mark_done(video, "frame_embeddings", "k", 1000, 0.0, "n", "r")
+    store.mark_done([_done(video, 1000) for video in ("v0", "v1", "v2")])
     assert store.index_embeddings() == ["frame_embeddings_32"]
     target = rows[1234]
     hits = store.search(np.array(target["vector"]), "k", k=3)
@@ -100,7 +104,7 @@ def test_ann_index_is_built_past_the_threshold_and_used(tmp_path):
     assert vector_index.index_type == "IvfSq" and vector_index.index_details["metric_type"] == "COSINE"
     later = [dict(r, row_id=f"v3/k/{r['frame_index']}", video_id="v3") for r in _rows(3500, 32, rng)[3000:]]
     store.upsert("frame_embeddings_32", later)
-    store.mark_done("v3", "frame_embeddings", "k", 500, 0.0, "n", "r")
+    store.mark_done([_done("v3", 500)])
     assert store.index_embeddings() == []
     assert (table.index_stats(name).num_indexed_rows, table.index_stats(name).num_unindexed_rows) == (3000, 500)
     assert store.search(np.array(later[7]["vector"]), "k", k=1)[0].video_id == "v3"
@@ -119,7 +123,7 @@ def test_every_table_keeps_scalar_indexes_on_its_keys_and_compaction_folds_new_r
 
     store = Store(str(tmp_path / "db"))
     store.upsert("frame_embeddings_8", _rows(30, 8, np.random.default_rng(2)))
-    store.mark_done("v1", "frame_embeddings", "k", 10, 0.0, "n", "r")
+    store.mark_done([_done("v1", 10)])
     store.llm_remember("reply-key", "m", "{}", 1, 1)
     store.record_prediction({"run_key": "run", "qid": "q1", "video_id": "v1", "valid": True})
     for name in ("frame_embeddings_8", "stage_done", "llm_cache", "predictions"):
@@ -144,8 +148,7 @@ def test_search_over_all_videos_leaves_out_videos_not_complete(tmp_path):
     store = Store(str(tmp_path / "db"))
     rows = _rows(60, 16, rng)
     store.upsert("frame_embeddings_16", rows)
-    store.mark_done("v0", "frame_embeddings", "k", 20, 0.0, "n", "r")
-    store.mark_done("v1", "frame_embeddings", "k", 20, 0.0, "n", "r")
+    store.mark_done([_done("v0", 20), _done("v1", 20)])
     # v2 has rows but no completion marker (a run writing it, or killed after its rows).
     v2_row = next(r for r in rows if r["video_id"] == "v2")
     hits = store.search(np.array(v2_row["vector"]), "k", k=25)
