@@ -13,6 +13,7 @@ import traceback
 from vidprep.stages.base import Stage
 from vidprep.stages.media import VideoError
 from vidprep.stages.models.llm import PROCESS_USAGE
+from vidprep.stages.models.vision import write_stored_readings
 from vidprep.store.artifacts import Artifact
 from vidprep.store.keys import row_id
 from vidprep.store.store import ArtifactMissing, Store
@@ -53,6 +54,9 @@ class _Writes:
 
     def write(self) -> None:
         self.write_rows()
+        # What the stage's models computed for later stages (labels, text read off frames) is stored
+        # before the videos are marked complete, when the next stage may start on them.
+        write_stored_readings()
         self.store.mark_done(self.markers)
         self.markers = []
 

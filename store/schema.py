@@ -102,6 +102,17 @@ LLM_CACHE = pa.schema(
     ]
 )
 
+# A vision model's output on one frame, keyed by the model and the frame's JPEG bytes: the stages that
+# need the same model on the same frame (labels, text read off it) run it once.
+FRAME_READINGS = pa.schema(
+    [
+        _row_id(),
+        pa.field("model", pa.string()),
+        pa.field("output_json", pa.string()),
+        pa.field("created_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
 # One row per (answer run, question): the prediction, whether it was valid, and the whole trace.
 PREDICTIONS = pa.schema(
     [
@@ -137,6 +148,7 @@ BOOKKEEPING: dict[str, pa.Schema] = {
     "failures": FAILURES,
     "runs": RUNS,
     "llm_cache": LLM_CACHE,
+    "frame_readings": FRAME_READINGS,
     "predictions": PREDICTIONS,
 }
 

@@ -243,6 +243,20 @@ class Store:
             "completion_tokens": completion_tokens, "created_at": utcnow(),
         }])
 
+    def readings(self, keys: list[str]) -> dict[str, str]:
+        """Stored vision-model outputs (JSON) by their keys; keys not stored are left out."""
+        found = {}
+        for i in range(0, len(keys), 500):
+            rows = self.scan("frame_readings", _in("row_id", keys[i : i + 500]), ["row_id", "output_json"])
+            found.update(zip(rows["row_id"].to_pylist(), rows["output_json"].to_pylist()))
+        return found
+
+    def remember_readings(self, readings: list[tuple[str, str, str]]) -> None:
+        """Vision-model outputs, each (key, model, output JSON), in one write."""
+        now = utcnow()
+        self.upsert("frame_readings", [{"row_id": key, "model": model, "output_json": output, "created_at": now}
+                                       for key, model, output in readings])
+
     # -- predictions ---------------------------------------------------------------------------------
 
     def record_prediction(self, row: dict) -> None:

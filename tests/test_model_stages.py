@@ -144,3 +144,41 @@ def test_transcript_backend_is_chosen_by_what_is_installed_and_named_in_the_key(
         TranscribeSpeech(backend="whisperx")
     with pytest.raises(ConfigError, match="stages.transcript.backend"):
         TranscribeSpeech(backend="vosk")
+
+
+def test_each_vision_model_runs_once_per_frame_through_the_store(tmp_path):
+    import io
+
+    from vidprep.jobs.sample import _frame
+    from vidprep.stages.models.describers import ShippedDescriber
+    from vidprep.stages.models.embedders import LabelTextEmbedder
+    from vidprep.stages.models.vision import write_stored_readings
+    from vidprep.store.store import Store
+
+    def jpeg(name: str, text: str | None) -> bytes:
+        buffer = io.BytesIO()
+        _frame(name, text).save(buffer, "JPEG")
+        return buffer.getvalue()
+
+    def counted(model, method: str) -> list:
+        runs, run = [], getattr(model, method)
+        setattr(model, method, lambda image, *args: runs.append(image) or run(image, *args))
+        return runs
+
+    rocket, cat = jpeg("rocket", "LAUNCH"), jpeg("chelsea", "CAT")
+    uri = str(tmp_path / "db")
+    embedder = LabelTextEmbedder(readings_uri=uri)
+    labelled = counted(embedder.classifier, "_top")
+    embedder.embed_images([rocket, cat])
+    write_stored_readings()
+    describer = ShippedDescriber(readings_uri=uri)
+    classified, read = counted(describer.classifier, "_top"), counted(describer.reader, "_lines")
+    # A run of alike frames is described once: the second rocket's text is not read.
+    text, confidence = describer.describe([rocket, rocket, cat])
+    assert labelled == [rocket, cat] and classified == [] and read == [rocket, cat]
+    assert text.count("Looks like") == 2 and '"LAUNCH"' in text and '"CAT"' in text
+    assert describer.describe([cat]) == ShippedDescriber().describe([cat]) and read == [rocket, cat]
+    write_stored_readings()
+    stored = Store(uri).scan("frame_readings", columns=["model"])["model"].to_pylist()
+    assert sorted(stored) == ["mobilenetv2-7/top20"] * 2 + ["rapidocr-1.4"] * 2
+    assert confidence == pytest.approx(sum(ShippedDescriber().describe([i])[1] for i in (rocket, rocket, cat)) / 3)

