@@ -19,7 +19,7 @@ from vidprep.store.keys import row_id
 from vidprep.store.store import ArtifactMissing, Store
 
 # Rows held before they are written even though their videos are not finished (long videos, big JPEGs).
-FLUSH_ROWS = 2048
+FLUSH_ROWS = 256
 
 
 @dataclasses.dataclass

@@ -182,3 +182,20 @@ def test_each_vision_model_runs_once_per_frame_through_the_store(tmp_path):
     stored = Store(uri).scan("frame_readings", columns=["model"])["model"].to_pylist()
     assert sorted(stored) == ["mobilenetv2-7/top20"] * 2 + ["rapidocr-1.4"] * 2
     assert confidence == pytest.approx(sum(ShippedDescriber().describe([i])[1] for i in (rocket, rocket, cat)) / 3)
+
+
+def test_the_sample_precompute_stored_each_frames_labels_for_the_caption_stages(artifacts):
+    import hashlib
+
+    store, keys, _, _, _ = artifacts
+    jpegs = store.scan("frames", f"stage_key = '{keys['frames']}'", ["jpeg"])["jpeg"].to_pylist()
+    readings = store.scan("frame_readings", columns=["row_id", "model"]).to_pylist()
+    stored = {model: {r["row_id"] for r in readings if r["model"] == model} for model in {r["model"] for r in readings}}
+
+    def keyed(model: str) -> set[str]:
+        return {hashlib.sha256(model.encode() + b"\0" + jpeg).hexdigest() for jpeg in jpegs}
+
+    assert keyed("mobilenetv2-7/top20") <= stored["mobilenetv2-7/top20"]
+    # Text is read off caption frames only, not off every frame.
+    assert stored["rapidocr-1.4"] and stored["rapidocr-1.4"] <= keyed("rapidocr-1.4")
+    assert len(stored["rapidocr-1.4"]) < len(jpegs)
