@@ -157,6 +157,10 @@ def precompute(cfg: DictConfig) -> Summary:
             .map(identify, fn_kwargs=dict(probe_config=plan.probe_config, probe_key=plan.probe_key))
             .take_all()
         )
+        # Back in manifest order, whatever order the tasks finished in: of two files with the same
+        # content, the later one names the video, run after run.
+        position = {entry["path"]: i for i, entry in enumerate(unknown)}
+        identified.sort(key=lambda r: position[r["entry_path"]])
         record_identified(store, identified, plan.probe_key, run_id)
         records += [{k: v for k, v in r.items() if k != "file_info"} for r in identified]
         identify_seconds = time.monotonic() - identify_started

@@ -40,12 +40,10 @@ def _run_group(store: Store, stage, name: str, plan_keys: dict, inputs: list, gr
                         run_stage(store, stage, plan_keys[name], inputs, pending, run_id, _node_id())))
     for record in records:
         outcome = outcomes.get(record["video_id"]) if not record["failed_stage"] else None
-        record.update({f"rows__{name}": -1, f"llm_calls__{name}": 0})
-        if outcome is None:
-            continue
-        record.update({f"rows__{name}": outcome.rows, f"llm_calls__{name}": outcome.llm_calls})
-        if outcome.error is not None:
-            record.update(failed_stage=name, error=describe_error(outcome.error), **{f"rows__{name}": 0})
+        record.update({f"rows__{name}": outcome.rows if outcome else -1,
+                       f"llm_calls__{name}": outcome.llm_calls if outcome else 0})
+        if outcome and outcome.error is not None:
+            record.update(failed_stage=name, error=describe_error(outcome.error))
             store.record_failure(record["video_id"], record["source_path"], name, plan_keys[name],
                                  record["error"], run_id)
     return pa.Table.from_pylist(records)
