@@ -141,6 +141,16 @@ class Store:
             query = query.select(columns)
         return query.limit(None).to_arrow()
 
+    def _scan_in(self, name: str, column: str, values: Iterable[str], where: str = "",
+                 columns: list[str] | None = None) -> list[dict]:
+        """Rows whose `column` is one of `values` (and matching `where`), asked 500 values at a time
+        so a long list never makes one huge filter."""
+        values, found = list(values), []
+        for i in range(0, len(values), 500):
+            condition = _in(column, values[i : i + 500]) + (f" AND ({where})" if where else "")
+            found += self.scan(name, condition, columns).to_pylist()
+        return found
+
     # -- stage bookkeeping ----------------------------------------------------------------------
 
     def register_stage_config(self, key: str, stage: str, version: int, config_json: str) -> None:
@@ -164,11 +174,7 @@ class Store:
     def completions(self, video_ids: Iterable[str], where: str = "",
                     columns: tuple[str, ...] | list[str] = ("video_id", "stage_key", "detail")) -> list[dict]:
         """The completion markers of these videos (and matching `where`), read through the video index."""
-        ids, found = list(video_ids), []
-        for i in range(0, len(ids), 500):
-            condition = _in("video_id", ids[i : i + 500]) + (f" AND ({where})" if where else "")
-            found += self.scan("stage_done", condition, list(columns)).to_pylist()
-        return found
+        return self._scan_in("stage_done", "video_id", video_ids, where, list(columns))
 
     def is_done(self, video_id: str, key: str) -> bool:
         return (video_id, key) in self.done_keys([video_id])
@@ -206,11 +212,7 @@ class Store:
 
     def sources(self, paths: list[str]) -> dict[str, dict]:
         """What the store knows of these paths (their last size, mtime, id or probe error)."""
-        known = {}
-        for i in range(0, len(paths), 500):
-            rows = self.scan("sources", _in("row_id", paths[i : i + 500])).to_pylist()
-            known.update((r["source_path"], r) for r in rows)
-        return known
+        return {r["source_path"]: r for r in self._scan_in("sources", "row_id", paths)}
 
     def video_ids_named(self, name: str) -> set[str]:
         """Videos whose dataset name is `name`, or whose file is named `name` (with or without its
@@ -226,11 +228,7 @@ class Store:
         return named
 
     def videos_by_id(self, video_ids: list[str]) -> dict[str, dict]:
-        found = {}
-        for i in range(0, len(video_ids), 500):
-            rows = self.scan("videos", _in("video_id", video_ids[i : i + 500])).to_pylist()
-            found.update((r["video_id"], r) for r in rows)
-        return found
+        return {r["video_id"]: r for r in self._scan_in("videos", "video_id", video_ids)}
 
     def llm_cached(self, key: str) -> str | None:
         rows = self.scan("llm_cache", f"row_id = {_quote(key)}", ["reply"])
@@ -245,11 +243,8 @@ class Store:
 
     def readings(self, keys: list[str]) -> dict[str, str]:
         """Stored vision-model outputs (JSON) by their keys; keys not stored are left out."""
-        found = {}
-        for i in range(0, len(keys), 500):
-            rows = self.scan("frame_readings", _in("row_id", keys[i : i + 500]), ["row_id", "output_json"])
-            found.update(zip(rows["row_id"].to_pylist(), rows["output_json"].to_pylist()))
-        return found
+        return {r["row_id"]: r["output_json"]
+                for r in self._scan_in("frame_readings", "row_id", keys, columns=["row_id", "output_json"])}
 
     def remember_readings(self, readings: list[tuple[str, str, str]]) -> None:
         """Vision-model outputs, each (key, model, output JSON), in one write."""
@@ -293,6 +288,9 @@ class Store:
     def read(self, artifact: Artifact, video_id: str, key: str) -> list:
         """A video's complete rows of an artifact, as its row type, in order."""
         self._require_done(video_id, key)
+        return self._rows(artifact, video_id, key)
+
+    def _rows(self, artifact: Artifact, video_id: str, key: str) -> list:
         return artifact.rows(self.scan(artifact.table, self._of(video_id, key)).to_pylist())
 
     def read_batches(self, artifact: Artifact, video_id: str, key: str, batch_size: int,
@@ -302,10 +300,10 @@ class Store:
         `checked`: the caller has seen the artifact's completion marker."""
         if not checked:
             self._require_done(video_id, key)
-        where = self._of(video_id, key)
         if not artifact.streamed:
-            yield artifact.rows(self.scan(artifact.table, where).to_pylist())
+            yield self._rows(artifact, video_id, key)
             return
+        where = self._of(video_id, key)
         order = sorted(self.scan(artifact.table, where, [artifact.order])[artifact.order].to_pylist())
         for i in range(0, len(order), batch_size):
             first, last = order[i], order[min(i + batch_size, len(order)) - 1]
