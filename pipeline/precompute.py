@@ -102,7 +102,7 @@ def _known(store: Store, entries: list[dict], probe_key: str) -> tuple[list[dict
     """Split entries into records of files the store already probed unchanged, and the rest.
 
     An unchanged file is never hashed or probed again; one whose probe failed stays failed until it
-    changes (its record says so), since ffprobe on the same bytes gives the same answer.
+    changes (its record says so), since probing the same bytes gives the same answer.
     """
     sources = store.sources([e["path"] for e in entries])
     videos = store.videos_by_id(sorted({s["video_id"] for s in sources.values() if s["video_id"]}))

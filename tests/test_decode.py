@@ -3,6 +3,7 @@
 import io
 import json
 import math
+import os
 import subprocess
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vidprep.stages.media import VideoError
+from vidprep.stages.media import VideoError, pyav_probe
 from vidprep.stages.decode import DecodeFrames
 from vidprep.stages.probe import ProbeVideo
 from tests.conftest import SHARED_VIDEOS, needs_shared_videos
@@ -199,6 +200,67 @@ def test_bad_files_fail_at_probe_with_reason(tmp_path, sample_dir):
         ProbeVideo().run(str(text))
     with pytest.raises(VideoError, match="no such file"):
         ProbeVideo().run(str(tmp_path / "missing.mp4"))
+
+
+def ffprobe_row(path) -> dict | str:
+    """What ffprobe itself says of a file, in the `videos` row's terms: the reference for the probe."""
+    info = json.loads(subprocess.run(["ffprobe", "-v", "error", "-show_format", "-show_streams", "-of", "json",
+                                      str(path)], capture_output=True, text=True, check=True).stdout)
+    streams = info["streams"]
+    video = next((s for s in streams if s["codec_type"] == "video" and not s["disposition"]["attached_pic"]), None)
+    if video is None:
+        return "no video stream"
+    rotation = next((int(side["rotation"]) for side in video.get("side_data_list", []) if "rotation" in side), 0)
+    width, height = (video["height"], video["width"]) if rotation % 180 else (video["width"], video["height"])
+    def rate(text: str) -> float:
+        numerator, _, denominator = text.partition("/")
+        return float(numerator) / float(denominator) if float(denominator) else 0.0
+
+    fps = rate(video["avg_frame_rate"]) or rate(video["r_frame_rate"])
+    return {"duration": float(video.get("duration") or info["format"]["duration"]), "fps": fps, "width": width,
+            "height": height, "codec": video["codec_name"], "color_space": video.get("color_space", "unknown"),
+            "color_range": video.get("color_range", "unknown"),
+            "has_audio": any(s["codec_type"] == "audio" for s in streams)}
+
+
+def test_probe_reads_what_ffprobe_reports_on_odd_files(tmp_path):
+    made = {
+        "ntsc.mkv": ["-f", "lavfi", "-i", "testsrc=s=320x240:r=30000/1001:d=2", "-c:v", "libx264"],
+        "vp9-sound.webm": ["-f", "lavfi", "-i", "testsrc=s=160x120:r=25:d=2", "-f", "lavfi", "-i", "sine=d=2",
+                           "-c:v", "libvpx-vp9", "-c:a", "libopus"],
+        "full-range.mp4": ["-f", "lavfi", "-i", "testsrc=s=160x120:r=25:d=2", "-c:v", "libx264", "-pix_fmt",
+                           "yuvj420p", "-colorspace", "bt709", "-color_range", "pc"],
+        "mpeg2.ts": ["-f", "lavfi", "-i", "testsrc=s=160x120:r=25:d=2", "-f", "lavfi", "-i", "sine=d=2",
+                     "-c:v", "mpeg2video", "-c:a", "mp2"],
+        "variable-rate.mp4": ["-f", "lavfi", "-i", "testsrc=s=160x120:r=10:d=2", "-vf",
+                              "setpts='if(lt(N,10),PTS,PTS*3)'", "-fps_mode", "vfr", "-c:v", "libx264"],
+        "sound-only.m4a": ["-f", "lavfi", "-i", "sine=d=1"],
+        "animation.gif": ["-f", "lavfi", "-i", "testsrc=s=100x50:r=5:d=2"],
+    }
+    for name, args in made.items():
+        ffmpeg(*args, tmp_path / name)
+    ffmpeg("-f", "lavfi", "-i", "testsrc=s=64x64:d=1", "-frames:v", "1", tmp_path / "cover.png")
+    ffmpeg("-i", tmp_path / "ntsc.mkv", "-i", tmp_path / "cover.png", "-map", "0", "-map", "1", "-c:v:0", "copy",
+           "-c:v:1", "png", "-disposition:v:1", "attached_pic", tmp_path / "cover-art.mp4")
+    ffmpeg("-i", tmp_path / "ntsc.mkv", "-c", "copy", "-metadata:s:v", "rotate=270", tmp_path / "rotated.mp4")
+    paths = [tmp_path / name for name in [*made, "cover-art.mp4", "rotated.mp4"]]
+    paths += sorted(SHARED_VIDEOS.glob("*.m*"))
+    for path in paths:
+        expected = ffprobe_row(path)
+        try:
+            video = ProbeVideo().run(str(path))
+            probed = {key: video[key] for key in expected} if isinstance(expected, dict) else video
+        except VideoError as error:
+            probed = str(error)
+        assert probed == expected, path.name
+
+
+def test_a_probe_that_hangs_is_killed_and_the_next_file_is_read(tmp_path, sample_dir):
+    fifo = tmp_path / "never-written.mp4"
+    os.mkfifo(fifo)  # opening it waits for a writer that never comes
+    with pytest.raises(VideoError, match="timed out after 1 s and was killed"):
+        pyav_probe.probe(str(fifo), timeout_s=1)
+    assert pyav_probe.probe(str(sample_dir / "scenes.mp4"), timeout_s=30)["video"]["codec"] == "h264"
 
 
 @pytest.mark.parametrize("params", [{"fps": 0}, {"fps": -1}, {"max_side": 0}, {"jpeg_qscale": 1}])

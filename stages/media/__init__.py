@@ -1,5 +1,6 @@
-"""Media I/O: where a video's bytes are (`files`) and ffmpeg/ffprobe as killable subprocesses
-(`ffmpeg`). The bottom of `stages`: it imports nothing from the stages above it."""
+"""Media I/O: where a video's bytes are (`files`), ffmpeg (`ffmpeg`) and a metadata reader
+(`pyav_probe`) as killable subprocesses. The bottom of `stages`: it imports nothing from the stages
+above it."""
 
 
 class VideoError(RuntimeError):

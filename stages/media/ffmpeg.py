@@ -1,7 +1,6 @@
-"""ffmpeg and ffprobe as subprocesses that can be timed out and killed (never in-process decoders)."""
+"""ffmpeg as subprocesses that can be timed out and killed (never in-process decoders)."""
 
 import dataclasses
-import json
 import queue
 import re
 import shutil
@@ -12,7 +11,7 @@ from collections.abc import Generator
 
 from vidprep.stages.media import VideoError
 
-# LanceDB warns on every fork; ffmpeg and ffprobe are exec'd straight after it, touching no state.
+# LanceDB warns on every fork; ffmpeg and the metadata reader are exec'd straight after it, touching no state.
 warnings.filterwarnings("ignore", message="lancedb fork support is experimental")
 
 
@@ -24,7 +23,7 @@ def binary(name: str) -> str:
 
 
 def _output(cmd: list[str], timeout_s: float, what: str) -> bytes:
-    """The stdout of a bounded ffmpeg/ffprobe run; a VideoError with its last stderr lines otherwise."""
+    """The stdout of a bounded ffmpeg run; a VideoError with its last stderr lines otherwise."""
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
@@ -32,11 +31,6 @@ def _output(cmd: list[str], timeout_s: float, what: str) -> bytes:
     if done.returncode != 0:
         raise VideoError(f"{what} failed: {_last_lines(done.stderr.decode(errors='replace'))}")
     return done.stdout
-
-
-def ffprobe(path: str, timeout_s: float) -> dict:
-    cmd = [binary("ffprobe"), "-v", "error", "-show_format", "-show_streams", "-of", "json", path]
-    return json.loads(_output(cmd, timeout_s, "ffprobe"))
 
 
 def _last_lines(text: str, n: int = 3) -> str:

@@ -1,6 +1,6 @@
 """Where a video's bytes are: a local path, or an object-storage URI (s3://bucket/key, gs://, ...).
 
-ffprobe and ffmpeg need a seekable local file (an MP4's index may sit at its end), so a node copies a
+The metadata reader and ffmpeg need a seekable local file (an MP4's index may sit at its end), so a node copies a
 URI once into its own cache and every stage on that node reads the copy.
 """
 
