@@ -19,6 +19,7 @@ COMMANDS = {
     "import-captions": ("import_captions", "published captions as a captions-only store"),
     "answer": ("answer", "answer a dataset's questions with a method (Hydra job)"),
     "evaluate": ("evaluate", "scores of the answer runs in the store"),
+    "export": ("export", "an answer run's files for a benchmark's own tools"),
     "critic-examples": ("critic_examples", "CAViAR critic examples from a held-out run's real traces"),
     "report": ("report", "a static HTML report of answer runs"),
     "search": ("search", "top frames for a text query"),

@@ -161,11 +161,12 @@ def answer(cfg: DictConfig) -> AnswerSummary:
     ids = resolve_videos(store, questions, plan.keys)
     key = run_key(cfg, plan.keys)
     # A question whose LLM calls failed past the retry budget is asked again; any other outcome,
-    # an invalid answer included, is the method's result for this run key.
-    done = store.predictions([key], ["qid", "error"])
-    answered = {r["qid"] for r in done if not is_failure(r["error"])}
-    pending = [{"question_json": json.dumps(q.to_dict()), "video_id": ids[q.video]}
-               for q in questions if q.qid not in answered]
+    # an invalid answer included, is the method's result for this run key, as long as the question
+    # reads the same (a corrected annotation file is answered and scored anew).
+    asked = {q.qid: json.dumps(q.to_dict()) for q in questions}
+    done = store.predictions([key], ["qid", "error", "question_json"])
+    answered = {r["qid"] for r in done if not is_failure(r["error"]) and r["question_json"] == asked.get(r["qid"])}
+    pending = [{"question_json": asked[q.qid], "video_id": ids[q.video]} for q in questions if q.qid not in answered]
     results = []
     if pending:
         check_endpoints(OmegaConf.to_container(cfg, resolve=True))

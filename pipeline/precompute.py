@@ -146,11 +146,10 @@ def precompute(cfg: DictConfig) -> Summary:
     records, unknown = _known(store, entries, plan.probe_key)
     identify_seconds = 0.0
     if unknown:
-        init_ray(cfg.ray)
+        cpus = init_ray(cfg.ray)
         identify_started = time.monotonic()
         # A Ray task costs about as much as probing a short file: a task probes up to IDENTIFY_PER_TASK
         # files, yet every CPU gets two tasks.
-        cpus = ray.cluster_resources().get("CPU", 1)
         tasks = min(len(unknown), max(round(2 * cpus), math.ceil(len(unknown) / IDENTIFY_PER_TASK)))
         identified = (
             ray.data.from_items(unknown, override_num_blocks=tasks)
@@ -188,9 +187,9 @@ def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: li
     finished = []
     if pending:
         check_endpoints([plan.configs[name] for name in plan.stages])
-        init_ray(cfg.ray)
+        cpus = init_ray(cfg.ray)
         every, compacted_at = cfg.store.compact_every_videos, 0
-        groups = video_groups(pending, cfg.ray.group_seconds, ray.cluster_resources().get("CPU", 1))
+        groups = video_groups(pending, cfg.ray.group_seconds, cpus)
         # One schema for every group, so that a column empty in one group has the type it has in others.
         columns = pa.Table.from_pylist(pending).schema
         blocks = ray.data.from_arrow([pa.Table.from_pylist(group, columns) for group in groups])

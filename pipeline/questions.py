@@ -29,6 +29,22 @@ def _read_json(path: str | Path):
         raise ManifestError(f"{path}: cannot read questions: {error}") from error
 
 
+def _json_lines(path: str) -> list[tuple[int, object]]:
+    """(line number, object) for each non-blank line of a JSON Lines file."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as error:
+        raise ManifestError(f"{path}: cannot read questions: {error}") from error
+    parsed = []
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                parsed.append((number, json.loads(line)))
+            except json.JSONDecodeError as error:
+                raise ManifestError(f"{path}:{number}: not JSON ({error})") from error
+    return parsed
+
+
 def _video(video_dir: str | Path, name: str, suffix: str = ".mp4") -> str:
     """The absolute path or URI of a dataset's video (the store knows files by absolute path or URI)."""
     file = name if Path(name).suffix else name + suffix
@@ -37,14 +53,16 @@ def _video(video_dir: str | Path, name: str, suffix: str = ".mp4") -> str:
     return str((Path(video_dir) / file).resolve())
 
 
-# NExT-QA's question type codes (CW, CH, TN, TC, TP, DL, DO, DC) by the family results are reported in.
+# NExT-QA's question types by the family its results are also reported in (its eval_mc.py).
 NEXTQA_FAMILIES = {"C": "causal", "T": "temporal", "D": "descriptive"}
+NEXTQA_TYPES = {"CW", "CH", "TN", "TC", "DC", "DL", "DO"}
 
 
 def nextqa(csv_path: str, video_dir: str, video_map: str | None = None) -> list[Question]:
     """NExT-QA's CSV (video, frame_count, width, height, question, answer, qid, type, a0..a4);
-    `video_map` is its map_vid_vidorID.json when videos sit in VidOR's subfolders. A question's
-    qtype is its family (causal, temporal, descriptive)."""
+    `video_map` is its map_vid_vidorID.json when videos sit in VidOR's subfolders. A question's qtype
+    is its type as NExT-QA's eval_mc.py scores it (TP, "previous", counts as TN, as there), its one
+    category the type's family: causal, temporal or descriptive."""
     folders = _read_json(video_map) if video_map else {}
     try:
         with open(csv_path, newline="") as f:
@@ -55,10 +73,13 @@ def nextqa(csv_path: str, video_dir: str, video_map: str | None = None) -> list[
     for number, row in enumerate(rows, 2):
         try:
             choices = [row[f"a{i}"] for i in range(5)]
+            qtype = "TN" if row["type"] == "TP" else row["type"]
+            if qtype not in NEXTQA_TYPES:
+                raise ValueError(f"type {row['type']!r} is none of NExT-QA's {sorted(NEXTQA_TYPES | {'TP'})}")
             questions.append(Question(
                 qid=f"{row['video']}_{row['qid']}", video=_video(video_dir, folders.get(row["video"], row["video"])),
                 task="mcq", question=row["question"].strip(), choices=choices, answer=int(row["answer"]),
-                qtype=NEXTQA_FAMILIES.get(row.get("type", "")[:1], row.get("type", "")),
+                qtype=qtype, categories=[NEXTQA_FAMILIES[qtype[0]]],
             ))
         except (KeyError, ValueError) as error:
             raise ManifestError(f"{csv_path}:{number}: not a NExT-QA row ({error})") from error
@@ -66,28 +87,85 @@ def nextqa(csv_path: str, video_dir: str, video_map: str | None = None) -> list[
 
 
 def egoschema(questions_json: str, answers_json: str | None, video_dir: str) -> list[Question]:
-    """EgoSchema: questions.json (q_uid, question, option 0..4) and, where known, subset_answers.json."""
+    """EgoSchema: questions.json (q_uid, question, option 0..4) and, where known, subset_answers.json
+    ({q_uid: option}); questions without an answer are answered, not scored (the grader scores them)."""
     answers = _read_json(answers_json) if answers_json else {}
     questions = []
-    for item in _read_json(questions_json):
-        uid = item["q_uid"]
-        questions.append(Question(
-            qid=uid, video=_video(video_dir, uid), task="mcq", question=item["question"],
-            choices=[item[f"option {i}"] for i in range(5)], answer=answers.get(uid), qtype="egoschema",
-        ))
+    for number, item in enumerate(_read_json(questions_json)):
+        try:
+            uid = item["q_uid"]
+            questions.append(Question(
+                qid=uid, video=_video(video_dir, uid), task="mcq", question=item["question"],
+                choices=[item[f"option {i}"] for i in range(5)], answer=answers.get(uid), qtype="egoschema",
+            ))
+        except (KeyError, TypeError) as error:
+            raise ManifestError(f"{questions_json}: item {number}: not an EgoSchema question ({error})") from error
     return questions
 
 
+# A time in an RTL answer, in seconds: "<12.5>", "<3>", "<.5>" (LITA's pattern).
+RTL_TIME = re.compile(r"<(\d*\.\d+|\d+\.?)>")
+
+
+def rtl_span(text: str, duration: float) -> list[float] | None:
+    """The span LITA's evaluation reads from an answer: its first two times, clamped into the video,
+    in order; None without two times."""
+    times = [min(max(float(t), 0.0), duration) for t in RTL_TIME.findall(text)[:2]]
+    return sorted(times) if len(times) == 2 else None
+
+
 def activitynet_rtl(json_path: str, video_dir: str) -> list[Question]:
-    """ActivityNet-RTL (LITA): {video: {duration, QA: [{q, a}]}}, the span as <p> tokens in the answer,
-    p in hundredths of the duration."""
+    """ActivityNet-RTL as LITA releases it, times in seconds: the evaluation file (annot_val_1_q229.json,
+    a list of {question_id, vid, question, answer, duration}; the video is v_{vid}) or the training
+    file ({v_id: {duration, QA: [{q, a}]}}). A training answer without two times is kept unscored."""
+    data = _read_json(json_path)
     questions = []
-    for video, item in _read_json(json_path).items():
-        for i, qa in enumerate(item["QA"]):
-            marks = [float(m) for m in re.findall(r"<(\d+(?:\.\d+)?)>", qa["a"])[:2]]
-            span = [m / 100 * item["duration"] for m in marks] if len(marks) == 2 else None
-            questions.append(Question(qid=f"{video}_{i}", video=_video(video_dir, video), task="rtl",
-                                      question=qa["q"], answer=span, qtype="rtl"))
+    if isinstance(data, list):
+        for number, item in enumerate(data):
+            try:
+                span = rtl_span(item["answer"], float(item["duration"]))
+                if span is None:
+                    raise ValueError(f"no two <seconds> marks in its answer {item['answer']!r}")
+                questions.append(Question(
+                    qid=str(item["question_id"]), video=_video(video_dir, f"v_{item['vid']}"), task="rtl",
+                    question=item["question"], answer=span, qtype="rtl", duration=float(item["duration"])))
+            except (KeyError, TypeError, ValueError) as error:
+                raise ManifestError(f"{json_path}: item {number}: not an ActivityNet-RTL question ({error})") from error
+        return questions
+    for video, item in data.items():
+        try:
+            duration = float(item["duration"])
+            questions += [Question(qid=f"{video}_{i}", video=_video(video_dir, video), task="rtl", question=qa["q"],
+                                   answer=rtl_span(qa["a"], duration), qtype="rtl", duration=duration)
+                          for i, qa in enumerate(item["QA"])]
+        except (KeyError, TypeError, ValueError) as error:
+            raise ManifestError(f"{json_path}: video {video}: not an ActivityNet-RTL entry ({error})") from error
+    return questions
+
+
+# LVBench's choices sit in its question text, one per line after the question: "(A) ...".
+LVBENCH_CHOICE = re.compile(r"^\(([A-D])\) (.*)$")
+
+
+def lvbench(meta_jsonl: str, video_dir: str) -> list[Question]:
+    """LVBench's video_info.meta.jsonl: a line per video {key, type, video_info, qa: [{uid, question,
+    answer, question_type, time_reference}]}; the question text holds its four choices as "(A) ..."
+    lines, the answer is a letter, question_type the categories it counts in (all of them, as its
+    compute_accuracy.py counts it). The video is {key}.mp4."""
+    questions = []
+    for number, video in _json_lines(meta_jsonl):
+        try:
+            for qa in video["qa"]:
+                text, *options = qa["question"].split("\n")
+                choices = [LVBENCH_CHOICE.match(o) for o in options]
+                if len(choices) != 4 or not all(choices) or [c.group(1) for c in choices] != list("ABCD"):
+                    raise ValueError(f"question {qa['uid']}: its text does not end in four '(A) ...' lines")
+                questions.append(Question(
+                    qid=str(qa["uid"]), video=_video(video_dir, video["key"]), task="mcq", question=text.strip(),
+                    choices=[c.group(2) for c in choices], answer="ABCD".index(qa["answer"]),
+                    qtype="+".join(qa["question_type"]), categories=list(qa["question_type"])))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ManifestError(f"{meta_jsonl}:{number}: not an LVBench video line ({error})") from error
     return questions
 
 
@@ -95,17 +173,10 @@ def jsonl(path: str, video_dir: str | None = None) -> list[Question]:
     """One JSON object per line: qid, video, task, question, choices, answer, qtype."""
     base = video_dir or str(Path(path).parent)
     questions = []
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as error:
-        raise ManifestError(f"{path}: cannot read questions: {error}") from error
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for number, item in _json_lines(path):
         try:
-            item = json.loads(line)
             question = Question(**{**item, "video": _video(base, item["video"])})
-        except (json.JSONDecodeError, TypeError, KeyError) as error:
+        except (TypeError, KeyError) as error:
             raise ManifestError(f"{path}:{number}: not a question ({error})") from error
         if question.task not in TASKS:
             raise ManifestError(f"{path}:{number}: task must be one of {TASKS}, got {question.task!r}")

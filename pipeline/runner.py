@@ -17,13 +17,15 @@ from vidprep.store.settings import StoreSettings
 from vidprep.store.store import Store
 
 
-def init_ray(cfg: DictConfig) -> None:
+def init_ray(cfg: DictConfig) -> float:
+    """Start or join Ray as `cfg` says; the CPUs of the cluster."""
     if not ray.is_initialized():
         local = {} if cfg.address else {"num_cpus": cfg.num_cpus}
         ray.init(address=cfg.address or None, include_dashboard=False, log_to_driver=cfg.log_to_driver, **local,
                  configure_logging=True, logging_level="WARNING")
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = bool(cfg.progress_bars)
+    return ray.cluster_resources().get("CPU", 1)
 
 
 def _node_id() -> str:

@@ -1,10 +1,18 @@
-"""Scores of an answer run: accuracy (overall and per question type) for multiple choice, mIoU and
-recall at IoU thresholds for temporal localisation, token F1 for open answers. Invalid answers are
-counted apart and score zero; they are never replaced by a guess."""
+"""Scores of an answer run, as each benchmark's own evaluation computes them: accuracy (overall, per
+question type and category) for multiple choice, mIoU and recall at IoU thresholds for temporal
+localisation (per question and, as LITA reports it, per video), token F1 for open answers; a 95%
+bootstrap interval beside each mean. Invalid answers are counted apart and score zero (ActivityNet-RTL:
+the whole video, as LITA scores them); they are never replaced by a guess."""
 
 import json
 import re
 from collections import defaultdict
+
+import numpy as np
+
+# Resamples of the percentile bootstrap behind each 95% interval; a fixed seed makes a report
+# reproducible.
+RESAMPLES = 1000
 
 
 def iou(predicted: list[float], truth: list[float]) -> float:
@@ -24,17 +32,33 @@ def token_f1(predicted: str, truth: str) -> float:
 
 def score(row: dict) -> float | None:
     """The question's score in 0..1 (None when its ground truth is unknown)."""
-    truth = json.loads(row["question_json"])["answer"]
+    question = json.loads(row["question_json"])
+    truth = question["answer"]
     if truth is None:
         return None
-    if not row["valid"]:
+    predicted = json.loads(row["prediction_json"]) if row["valid"] else None
+    if row["task"] == "rtl" and question.get("duration"):
+        # As LITA's eval_model_rtl.py scores ActivityNet-RTL: an answer without a span counts as the
+        # whole video, a span is clamped into the video.
+        duration = question["duration"]
+        return iou(sorted(min(max(t, 0.0), duration) for t in predicted) if predicted else [0.0, duration], truth)
+    if predicted is None:
         return 0.0
-    predicted = json.loads(row["prediction_json"])
     if row["task"] == "mcq":
         return float(predicted == truth)
     if row["task"] == "rtl":
         return iou(predicted, truth)
     return token_f1(predicted, str(truth))
+
+
+def interval(scores: list[float]) -> tuple[float, float] | None:
+    """The 95% percentile-bootstrap interval of the mean score, questions resampled with replacement."""
+    if len(scores) < 2:
+        return None
+    values = np.asarray(scores, dtype=float)
+    means = values[np.random.default_rng(0).integers(0, len(values), (RESAMPLES, len(values)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
 
 
 def question_usd(row: dict, prices: dict) -> tuple[float | None, set[str]]:
@@ -59,14 +83,26 @@ def report(rows: list[dict], prices: dict | None = None) -> dict:
     tasks = {}
     for task, items in sorted(by_task.items()):
         scored = [(r, s) for r in items if (s := score(r)) is not None]
-        entry = {"questions": len(items), "invalid": sum(not r["valid"] for r in items),
-                 "score": sum(s for _, s in scored) / len(scored) if scored else None}
+        entry = {"questions": len(items), "scored": len(scored), "invalid": sum(not r["valid"] for r in items),
+                 "score": sum(s for _, s in scored) / len(scored) if scored else None,
+                 "interval": interval([s for _, s in scored])}
         if task == "rtl":
             entry |= {f"R@{t}": sum(s >= t for _, s in scored) / len(scored) if scored else None for t in (0.3, 0.5)}
-        per_type = defaultdict(list)
+            # LITA reports ActivityNet-RTL averaged per video first, then over videos.
+            by_video = defaultdict(list)
+            for r, s in scored:
+                by_video[json.loads(r["question_json"])["video"]].append(s)
+            videos = list(by_video.values())
+            entry |= {"mIoU per video": float(np.mean([np.mean(v) for v in videos])) if videos else None,
+                      "P@0.5 per video": float(np.mean([np.mean([s >= 0.5 for s in v]) for v in videos]))
+                      if videos else None}
+        per_type, per_category = defaultdict(list), defaultdict(list)
         for r, s in scored:
             per_type[r["qtype"]].append(s)
+            for category in json.loads(r["question_json"]).get("categories", []):
+                per_category[category].append(s)
         entry["per_type"] = {t: sum(v) / len(v) for t, v in sorted(per_type.items())}
+        entry["per_category"] = {c: sum(v) / len(v) for c, v in sorted(per_category.items())}
         tasks[task] = entry
     n = max(len(rows), 1)
     costs = {"llm_calls_per_question": sum(r["llm_calls"] for r in rows) / n,
@@ -94,10 +130,17 @@ def format_report(method: str, key: str, result: dict) -> list[str]:
     lines = [f"{method}  ({key})"]
     for task, entry in result["tasks"].items():
         value = "n/a" if entry["score"] is None else f"{entry['score']:.3f}"
-        extra = "".join(f", {k} {entry[k]:.3f}" for k in ("R@0.3", "R@0.5") if entry.get(k) is not None)
-        types = ", ".join(f"{t or '-'} {v:.3f}" for t, v in entry["per_type"].items())
-        lines.append(f"  {task}: {entry['questions']} questions, {entry['invalid']} invalid, "
-                     f"{METRIC[task]} {value}{extra}; per type: {types}")
+        if entry["interval"]:
+            value += " (95% CI {:.3f}-{:.3f})".format(*entry["interval"])
+        extra = "".join(f", {k} {entry[k]:.3f}" for k in ("R@0.3", "R@0.5", "mIoU per video", "P@0.5 per video")
+                        if entry.get(k) is not None)
+        groups = "; per type: " + ", ".join(f"{t or '-'} {v:.3f}" for t, v in entry["per_type"].items())
+        if entry["per_category"]:
+            groups += "; per category: " + ", ".join(f"{c} {v:.3f}" for c, v in entry["per_category"].items())
+        # EgoSchema's full set: only its public subset has answers here; its grader scores the rest.
+        unknown = entry["questions"] - entry["scored"]
+        counted = f"{entry['questions']} questions" + (f" ({unknown} without a known answer)" if unknown else "")
+        lines.append(f"  {task}: {counted}, {entry['invalid']} invalid, {METRIC[task]} {value}{extra}{groups}")
     c = result["costs"]
     lines.append(f"  per question: {c['llm_calls_per_question']:.1f} LLM calls, {c['tokens_per_question']:.0f} tokens, "
                  f"{c['frames_viewed_per_question']:.1f} frames viewed, {c['seconds_per_question']:.1f} s, {format_usd(c)}")

@@ -1,5 +1,6 @@
 """`vidprep answer` and `vidprep evaluate` end to end with the real local LLM, on the sample questions."""
 
+import csv
 import json
 import subprocess
 import sys
@@ -7,10 +8,13 @@ import sys
 import pytest
 
 from vidprep.pipeline.answer import answer
-from vidprep.pipeline.questions import activitynet_rtl, egoschema, jsonl, nextqa
+from vidprep.pipeline.manifest import ManifestError
+from vidprep.pipeline.exports import lvbench_answers
+from vidprep.pipeline.questions import activitynet_rtl, egoschema, jsonl, lvbench, nextqa
 from vidprep.pipeline.scoring import iou, report, token_f1
 from vidprep.store.store import ArtifactMissing
 from tests.conftest import SHARED_VIDEOS, config_for
+from tests.official_scoring import official_lvbench_accuracy, official_nextqa_accuracy
 
 # Small iteration limits keep the tiny model's runs short; the control flow at the paper's
 # defaults is pinned in test_agents.py.
@@ -69,7 +73,7 @@ def test_rerun_answers_nothing_again(answered, precomputed, sample_dir):
     assert (again.answered, again.skipped, again.llm_calls) == (0, 7, 0)
 
 
-def test_evaluate_prints_scores_per_method(answered, precomputed):
+def test_evaluate_prints_scores_per_method_and_export_writes_each_question(answered, precomputed, tmp_path):
     cfg, _, _ = precomputed
     done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "evaluate", f"store.uri={cfg.store.uri}"],
                           capture_output=True, text=True, timeout=120)
@@ -82,6 +86,14 @@ def test_evaluate_prints_scores_per_method(answered, precomputed):
     one = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "evaluate", "--run", key,
                           f"store.uri={cfg.store.uri}"], capture_output=True, text=True, timeout=120)
     assert one.returncode == 0 and one.stdout.count("(answer-") == 1 and f"({key})" in one.stdout, one.stderr
+    assert "95% CI" in one.stdout
+    exported = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "export", "--run", key, "--out",
+                               str(tmp_path), f"store.uri={cfg.store.uri}"], capture_output=True, text=True, timeout=120)
+    # The sample is no benchmark: no submission file, only the per-question lines.
+    assert exported.returncode == 0 and exported.stdout.split() == ["written:", str(tmp_path / "samples.jsonl")]
+    lines = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert len(lines) == 7 and {line["metric"] for line in lines} == {"accuracy", "mIoU", "token F1"}
+    assert all(line["trace_id"].startswith(key) and line["target"] is not None for line in lines), lines
 
 
 def test_multirun_sweep_reuses_the_same_store(answered, precomputed, sample_dir):
@@ -170,22 +182,134 @@ def test_nextqa_loader_reads_the_real_csv(tmp_path):
     questions = nextqa(str(SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv"), str(tmp_path))
     assert len(questions) == 355 and len({q.qid for q in questions}) == 355
     first = questions[0]
-    assert first.task == "mcq" and len(first.choices) == 5 and first.answer == 3 and first.qtype == "causal"
-    assert first.video == str(tmp_path / "8132842161.mp4")
+    assert first.task == "mcq" and len(first.choices) == 5 and first.answer == 3
+    assert (first.qtype, first.categories) == ("CW", ["causal"]) and first.video == str(tmp_path / "8132842161.mp4")
+    # eval_mc.py scores its two TP ("previous") questions as TN.
+    assert {q.qtype for q in questions} == {"CW", "CH", "TN", "TC", "DC", "DL", "DO"}
+    rows = (SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv").read_text().splitlines()
+    (tmp_path / "bad.csv").write_text("\n".join([rows[0], rows[1], rows[2].replace(",CW,", ",XX,")]) + "\n")
+    with pytest.raises(ManifestError, match=r"bad.csv:3: not a NExT-QA row \(type 'XX' is none of"):
+        nextqa(str(tmp_path / "bad.csv"), str(tmp_path))
 
 
-def test_egoschema_and_rtl_and_jsonl_loaders(tmp_path, sample_dir):
+@pytest.mark.skipif(not (SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv").exists(), reason="no NExT-QA subset here")
+def test_nextqa_scores_as_its_official_script_on_real_rows(tmp_path):
+    csv_path = SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv"
+    csv_rows = list(csv.DictReader(csv_path.open()))
+    questions = nextqa(str(csv_path), str(tmp_path))
+    # Right on every third question, a wrong choice on the others, and three invalid answers.
+    rows, predictions = [], {}
+    for i, question in enumerate(questions):
+        choice = question.answer if i % 3 == 0 else (question.answer + 1) % 5
+        valid = i not in (4, 40, 400)
+        predictions[question.qid] = {"answer": question.answer, "prediction": choice if valid else -1}
+        rows.append({"task": "mcq", "qtype": question.qtype, "question_json": json.dumps(question.to_dict()),
+                     "prediction_json": json.dumps(choice if valid else None), "valid": valid})
+    official = official_nextqa_accuracy(csv_rows, predictions)
+    entry = report([dict(r, llm_calls=0, prompt_tokens=0, completion_tokens=0, seconds=0.0, visited=[])
+                    for r in rows])["tasks"]["mcq"]
+    assert entry["score"] * 100 == pytest.approx(official["all"]) and entry["invalid"] == 2
+    assert {t: v * 100 for t, v in entry["per_type"].items()} == pytest.approx(
+        {t: v for t, v in official.items() if len(t) == 2})
+    families = {"C": "causal", "T": "temporal", "D": "descriptive"}
+    assert {f: v * 100 for f, v in entry["per_category"].items()} == pytest.approx(
+        {families[t]: v for t, v in official.items() if len(t) == 1})
+    low, high = entry["interval"]
+    assert low < entry["score"] < high and high - low < 0.12
+
+
+def test_egoschema_and_jsonl_loaders(tmp_path, sample_dir):
     (tmp_path / "questions.json").write_text(json.dumps([{"q_uid": "abc", "question": "What did c do?",
                                                           **{f"option {i}": f"o{i}" for i in range(5)}}]))
     (tmp_path / "answers.json").write_text(json.dumps({"abc": 2}))
     ego = egoschema(str(tmp_path / "questions.json"), str(tmp_path / "answers.json"), str(tmp_path))
     assert (ego[0].answer, ego[0].choices[4], ego[0].video) == (2, "o4", str(tmp_path / "abc.mp4"))
-    (tmp_path / "rtl.json").write_text(json.dumps({"v_x": {"duration": 200.0, "QA": [
-        {"q": "When does he jump?", "a": "He jumps at <10> <25> after running."}]}}))
-    rtl = activitynet_rtl(str(tmp_path / "rtl.json"), str(tmp_path))
-    assert rtl[0].task == "rtl" and rtl[0].answer == [20.0, 50.0]
     sample = jsonl(str(sample_dir / "questions.jsonl"))
     assert len(sample) == 7 and {q.task for q in sample} == {"mcq", "rtl", "open"}
+
+
+def prediction_rows(questions, predicted) -> list[dict]:
+    """Stored predictions of these answers to these questions (None: an invalid answer)."""
+    return [{"run_key": "r", "row_id": f"r/{q.qid}", "qid": q.qid, "task": q.task, "qtype": q.qtype,
+             "question_json": json.dumps(q.to_dict()), "valid": p is not None, "prediction_json": json.dumps(p),
+             "error": "" if p is not None else "InvalidAnswer", "llm_calls": 0, "prompt_tokens": 0,
+             "completion_tokens": 0, "seconds": 0.0, "visited": []} for q, p in zip(questions, predicted)]
+
+
+# LVBench's video_info.meta.jsonl in the shape its compute_accuracy.py and other public loaders read
+# (released on Hugging Face under CC BY-NC-SA 4.0; none of its rows could be had here): a line per
+# video, each question's four choices inside its text, the answer a letter, several categories.
+LVBENCH_META = [
+    {"key": "sport_1", "type": "sport", "video_info": {"duration_minutes": 62.5}, "qa": [
+        {"uid": 11, "question": "What colour is the ball?\n(A) red\n(B) blue\n(C) green\n(D) white",
+         "answer": "D", "question_type": ["entity recognition"], "time_reference": "00:10-00:20"},
+        {"uid": 12, "question": "Why does play stop?\n(A) rain\n(B) an injury\n(C) a whistle\n(D) a timeout",
+         "answer": "C", "question_type": ["reasoning", "event understanding"], "time_reference": "01:00-01:10"}]},
+    {"key": "tv_2", "type": "tv", "video_info": {"duration_minutes": 48.0}, "qa": [
+        {"uid": 21, "question": "What is written on the sign?\n(A) OPEN\n(B) EXIT\n(C) STOP\n(D) SALE",
+         "answer": "B", "question_type": ["key information retrieval", "entity recognition"],
+         "time_reference": "10:00-10:05"}]},
+]
+
+
+def test_lvbench_loads_and_scores_as_its_compute_accuracy(tmp_path):
+    meta = tmp_path / "video_info.meta.jsonl"
+    meta.write_text("".join(json.dumps(line) + "\n" for line in LVBENCH_META))
+    questions = lvbench(str(meta), str(tmp_path))
+    assert [(q.qid, q.answer, q.categories) for q in questions] == [
+        ("11", 3, ["entity recognition"]), ("12", 2, ["reasoning", "event understanding"]),
+        ("21", 1, ["key information retrieval", "entity recognition"])]
+    assert (questions[0].question, questions[0].choices) == ("What colour is the ball?", ["red", "blue", "green", "white"])
+    assert questions[2].video == str(tmp_path / "tv_2.mp4")
+    rows = prediction_rows(questions, [3, None, 0])  # right, invalid, wrong
+    answers = lvbench_answers(rows)
+    assert answers == {"11": "D", "12": "", "21": "A"}
+    official = official_lvbench_accuracy(LVBENCH_META, answers)
+    entry = report(rows)["tasks"]["mcq"]
+    assert entry["score"] == pytest.approx(official.pop("acc")) and entry["per_category"] == pytest.approx(official)
+    broken = dict(LVBENCH_META[1], qa=[dict(LVBENCH_META[1]["qa"][0], question="What is written on the sign?")])
+    meta.write_text("".join(json.dumps(line) + "\n" for line in [LVBENCH_META[0], broken]))
+    with pytest.raises(ManifestError, match=r"video_info.meta.jsonl:2: not an LVBench video line \(question 21:"):
+        lvbench(str(meta), str(tmp_path))
+
+
+# ActivityNet-RTL in the two layouts LITA's code reads (eval_model_rtl.py and
+# temporal_reasoning_dataset.py): times in seconds, the span the answer's first two times.
+RTL_EVAL = [{"question_id": "q0", "vid": "a1", "question": "When does he jump?", "duration": 200.0,
+             "answer": "<20.5> <50> He jumps after running."},
+            {"question_id": "q1", "vid": "a1", "question": "When does he land?", "duration": 200.0,
+             "answer": "From <60> to <250.>."},
+            {"question_id": "q2", "vid": "b2", "question": "When is the ball thrown?", "duration": 30.0,
+             "answer": "<.5> to <3>"}]
+
+
+def test_activitynet_rtl_loads_both_released_layouts_in_seconds(tmp_path):
+    (tmp_path / "annot_val.json").write_text(json.dumps(RTL_EVAL))
+    rtl = activitynet_rtl(str(tmp_path / "annot_val.json"), str(tmp_path))
+    assert [(q.qid, q.answer, q.duration) for q in rtl] == [("q0", [20.5, 50.0], 200.0), ("q1", [60.0, 200.0], 200.0),
+                                                           ("q2", [0.5, 3.0], 30.0)]
+    assert rtl[0].video == str(tmp_path / "v_a1.mp4") and rtl[0].task == "rtl"
+    (tmp_path / "train.json").write_text(json.dumps({"v_x": {"duration": 120.0, "QA": [
+        {"q": "When does he jump?", "a": "He jumps at <10> <25.5> after running."},
+        {"q": "Why?", "a": "No times here."}]}}))
+    train = activitynet_rtl(str(tmp_path / "train.json"), str(tmp_path))
+    assert [(q.answer, q.video) for q in train] == [([10.0, 25.5], str(tmp_path / "v_x.mp4")),
+                                                   (None, str(tmp_path / "v_x.mp4"))]
+    (tmp_path / "bad.json").write_text(json.dumps([RTL_EVAL[0], {**RTL_EVAL[1], "answer": "whenever"}]))
+    with pytest.raises(ManifestError, match=r"bad.json: item 1: not an ActivityNet-RTL question \(no two"):
+        activitynet_rtl(str(tmp_path / "bad.json"), str(tmp_path))
+
+
+def test_activitynet_rtl_scores_as_litas_evaluation(tmp_path):
+    (tmp_path / "annot_val.json").write_text(json.dumps(RTL_EVAL))
+    questions = activitynet_rtl(str(tmp_path / "annot_val.json"), str(tmp_path))
+    rows = prediction_rows(questions, [[30.0, 50.0], None, [-5.0, 1.0]])  # the second answer gave no span
+    # LITA: no span -> [0, duration]; spans clamped into the video; IoU averaged per video, then over videos.
+    ious = [20 / 29.5, 140 / 200, 0.5 / 3]
+    entry = report(rows)["tasks"]["rtl"]
+    assert entry["score"] == pytest.approx(sum(ious) / 3) and entry["invalid"] == 1
+    assert entry["mIoU per video"] == pytest.approx(((ious[0] + ious[1]) / 2 + ious[2]) / 2)
+    assert (entry["R@0.5"], entry["P@0.5 per video"]) == pytest.approx((2 / 3, (1.0 + 0.0) / 2))
 
 
 def test_scores():

@@ -20,7 +20,12 @@ class Question:
     question: str
     choices: list[str] = field(default_factory=list)
     answer: object = None
+    # The benchmark's finest question type, and the categories its results are also reported by
+    # (NExT-QA's family; LVBench counts a question in each of its several).
     qtype: str = ""
+    categories: list[str] = field(default_factory=list)
+    # The video's length as the benchmark states it, where its scoring uses it (ActivityNet-RTL).
+    duration: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

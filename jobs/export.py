@@ -1,0 +1,25 @@
+"""vidprep export --run KEY [--out DIR]: an answer run's files for tools outside vidprep: the
+benchmark's evaluation or submission file where it has one (NExT-QA's eval_mc.py result file,
+EgoSchema's grader answers) and samples.jsonl, one line per question (question, prediction, target,
+score, trace id)."""
+
+import argparse
+from pathlib import Path
+
+from vidprep.jobs.config import add_overrides, load_config
+from vidprep.pipeline.exports import export_run
+from vidprep.store.settings import StoreSettings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", required=True, metavar="KEY",
+                        help="the answer run's key (`vidprep evaluate` lists them)")
+    parser.add_argument("--out", type=Path, help="folder for the files (default: exports/KEY)")
+    add_overrides(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    cfg = load_config(args.overrides)
+    store = StoreSettings.from_config(cfg.store).open()
+    for path in export_run(store, args.run, args.out or Path("exports") / args.run):
+        print(f"written: {path}")
