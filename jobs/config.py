@@ -4,7 +4,21 @@ overrides taken from the command line."""
 import argparse
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+def shared_data(name: str) -> str:
+    """The team's shared data folder NAME (`shared/data/NAME` beside a checkout) as an absolute path,
+    looked for above vidprep's own files, then above the working folder: one command reads the same
+    data from any folder. The first place looked when it is nowhere, so the error names a real path."""
+    starts = [Path(__file__).resolve(), Path.cwd().resolve()]
+    candidates = [parent / "shared" / "data" / name for start in starts for parent in start.parents]
+    return str(next((c for c in candidates if c.is_dir()), candidates[0]))
+
+
+OmegaConf.register_new_resolver("shared_data", shared_data, replace=True)
 
 
 def load_config(overrides: list[str]):

@@ -18,8 +18,8 @@ def run(args: argparse.Namespace) -> None:
     cfg = load_config(args.overrides)
     store = StoreSettings.from_config(cfg.store).open()
     rows = store.predictions(args.run, [
-        "run_key", "method", "task", "qtype", "question_json", "prediction_json", "valid", "llm_calls",
-        "prompt_tokens", "completion_tokens", "usage_json", "seconds", "visited"])
+        "run_key", "method", "task", "qtype", "question_json", "prediction_json", "valid", "error", "llm_calls",
+        "cache_hits", "prompt_tokens", "completion_tokens", "usage_json", "seconds", "visited"])
     runs = sorted({(r["method"], r["run_key"]) for r in rows})
     if not runs:
         raise ArtifactMissing(f"no answer runs{' ' + ', '.join(args.run) if args.run else ''} in {store.uri}; "

@@ -19,8 +19,10 @@ from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.runner import init_ray
 from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.questions import first_per_type
+from vidprep.pipeline.scoring import is_failure
 from vidprep.stages.agents.base import Question
 from vidprep.stages.agents.tools import VideoTools
+from vidprep.stages.media.files import is_uri
 from vidprep.stages.models.llm import Usage, api_keys, check_endpoints
 from vidprep.stages.prompts import is_prompt, prompt_hash
 from vidprep.conf.checks import check_range
@@ -53,13 +55,9 @@ def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
     return stage_key("answer", 1, params, keys)
 
 
-def is_failure(error: str) -> bool:
-    """A question whose LLM calls failed past the retry budget: not an answer, asked again next run."""
-    return error.startswith("LLMError")
-
-
-def resolve_videos(store, questions: list[Question], keys: dict[str, str]) -> dict[str, str]:
-    """Video file -> id for every question; ArtifactMissing naming the command when any is not precomputed."""
+def resolve_videos(store, questions: list[Question], keys: dict[str, str], captions_only: bool) -> dict[str, str]:
+    """Video file -> id for every question; ArtifactMissing naming the command that fills the store when
+    any is not there (`import-captions` for a captions-only dataset)."""
     sources = store.sources(sorted({q.video for q in questions}))
     ids = {path: s["video_id"] for path, s in sources.items() if s["video_id"]}
     done = store.done_keys(set(ids.values()))
@@ -67,9 +65,11 @@ def resolve_videos(store, questions: list[Question], keys: dict[str, str]) -> di
                       or any((ids[q.video], k) not in done for k in keys.values())})
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        command = "import-captions" if captions_only else "precompute"
         raise ArtifactMissing(
             f"{len(missing)} videos have no complete precomputed artifacts for this config in {store.uri}: "
-            f"{shown}. Run `vidprep precompute` with the same dataset, stages and model settings first.")
+            f"{shown}. Run `vidprep {command}` with the same dataset, stages and model settings (the LLM "
+            "included: the summaries are its output) first.")
     return ids
 
 
@@ -111,7 +111,7 @@ class AnswerWorker:
             "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started,
         })
         return {"qid": question.qid, "valid": prediction.valid, "failed": is_failure(prediction.error),
-                "llm_calls": used.calls}
+                "llm_calls": used.calls, "cache_hits": used.cache_hits}
 
 
 @dataclasses.dataclass
@@ -124,17 +124,27 @@ class AnswerSummary:
     invalid: int
     # Questions whose LLM calls failed past the retry budget (stored with the reason, asked again next run).
     failed: int
+    # Where the questions were read from (the loader's files and folders, absolute).
+    source: str
     llm_calls: int
+    # Of those, the replies the store's LLM cache served (counted at the tokens they cost when made).
+    cached_calls: int
     wall_seconds: float
     # What makes the run unlike its paper's (recorded with the run and marked in the report).
     warnings: list[str] = dataclasses.field(default_factory=list)
 
     def lines(self) -> list[str]:
-        return [f"warning: {w}" for w in self.warnings] + [
+        return [f"warning: {w}" for w in self.warnings] + [f"questions read from {self.source}"] + [
                 f"run {self.run_key} ({self.method}): {self.questions} questions, {self.answered} answered now, "
                 f"{self.skipped} already answered, {self.invalid} invalid, {self.failed} failed; "
-                f"LLM calls: {self.llm_calls}; wall time {self.wall_seconds:.1f} s",
+                f"LLM calls: {self.llm_calls} ({self.cached_calls} from the reply cache); "
+                f"wall time {self.wall_seconds:.1f} s",
                 f"scores: vidprep evaluate --run {self.run_key}"]
+
+
+def questions_source(loader: DictConfig) -> str:
+    return ", ".join(f"{name}={os.path.abspath(value) if isinstance(value, str) and not is_uri(value) else value}"
+                     for name, value in loader.items() if name != "_target_" and value is not None)
 
 
 def answer(cfg: DictConfig) -> AnswerSummary:
@@ -158,7 +168,7 @@ def answer(cfg: DictConfig) -> AnswerSummary:
         questions = first_per_type(questions, cfg.answer.per_type)
     if cfg.answer.limit:
         questions = questions[: cfg.answer.limit]
-    ids = resolve_videos(store, questions, plan.keys)
+    ids = resolve_videos(store, questions, plan.keys, captions_only=plan.probe is None)
     key = run_key(cfg, plan.keys)
     # A question whose LLM calls failed past the retry budget is asked again; any other outcome,
     # an invalid answer included, is the method's result for this run key, as long as the question
@@ -180,7 +190,9 @@ def answer(cfg: DictConfig) -> AnswerSummary:
                    .take_all())
     summary = AnswerSummary(key, agent.name, len(questions), len(results),
                             len(questions) - len(pending), sum(not r["valid"] and not r["failed"] for r in results),
-                            sum(r["failed"] for r in results), sum(r["llm_calls"] for r in results),
+                            sum(r["failed"] for r in results), questions_source(cfg.dataset.questions),
+                            sum(r["llm_calls"] for r in results),
+                            sum(r["cache_hits"] for r in results),
                             time.monotonic() - clock, warnings)
     store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
                      json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name, "keys": plan.keys,

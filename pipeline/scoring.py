@@ -15,6 +15,12 @@ import numpy as np
 RESAMPLES = 1000
 
 
+def is_failure(error: str) -> bool:
+    """A question whose LLM calls failed past the retry budget (a timeout, a dead endpoint): not an
+    answer, counted apart from invalid answers and asked again next run."""
+    return error.startswith("LLMError")
+
+
 def iou(predicted: list[float], truth: list[float]) -> float:
     inter = max(0.0, min(predicted[1], truth[1]) - max(predicted[0], truth[0]))
     union = max(predicted[1], truth[1]) - min(predicted[0], truth[0])
@@ -83,7 +89,10 @@ def report(rows: list[dict], prices: dict | None = None) -> dict:
     tasks = {}
     for task, items in sorted(by_task.items()):
         scored = [(r, s) for r in items if (s := score(r)) is not None]
-        entry = {"questions": len(items), "scored": len(scored), "invalid": sum(not r["valid"] for r in items),
+        # Rows stored before these columns existed hold nulls.
+        failed = sum(is_failure(r.get("error") or "") for r in items)
+        entry = {"questions": len(items), "scored": len(scored), "failed": failed,
+                 "invalid": sum(not r["valid"] for r in items) - failed,
                  "score": sum(s for _, s in scored) / len(scored) if scored else None,
                  "interval": interval([s for _, s in scored])}
         if task == "rtl":
@@ -105,7 +114,10 @@ def report(rows: list[dict], prices: dict | None = None) -> dict:
         entry["per_category"] = {c: sum(v) / len(v) for c, v in sorted(per_category.items())}
         tasks[task] = entry
     n = max(len(rows), 1)
-    costs = {"llm_calls_per_question": sum(r["llm_calls"] for r in rows) / n,
+    calls = sum(r["llm_calls"] for r in rows)
+    costs = {"llm_calls_per_question": calls / n,
+             # Cached replies count at the tokens they cost when made; this says how many there were.
+             "cached_share": sum(r.get("cache_hits") or 0 for r in rows) / calls if calls else 0.0,
              "tokens_per_question": sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows) / n,
              "seconds_per_question": sum(r["seconds"] for r in rows) / n,
              # Distinct frames a question's tools looked at (their timestamps, in `visited`).
@@ -140,8 +152,10 @@ def format_report(method: str, key: str, result: dict) -> list[str]:
         # EgoSchema's full set: only its public subset has answers here; its grader scores the rest.
         unknown = entry["questions"] - entry["scored"]
         counted = f"{entry['questions']} questions" + (f" ({unknown} without a known answer)" if unknown else "")
-        lines.append(f"  {task}: {counted}, {entry['invalid']} invalid, {METRIC[task]} {value}{extra}{groups}")
+        failed = f", {entry['failed']} failed (LLM errors, asked again next run)" if entry["failed"] else ""
+        lines.append(f"  {task}: {counted}, {entry['invalid']} invalid{failed}, {METRIC[task]} {value}{extra}{groups}")
     c = result["costs"]
-    lines.append(f"  per question: {c['llm_calls_per_question']:.1f} LLM calls, {c['tokens_per_question']:.0f} tokens, "
+    lines.append(f"  per question: {c['llm_calls_per_question']:.1f} LLM calls ({c['cached_share']:.0%} from the "
+                 f"reply cache), {c['tokens_per_question']:.0f} tokens, "
                  f"{c['frames_viewed_per_question']:.1f} frames viewed, {c['seconds_per_question']:.1f} s, {format_usd(c)}")
     return lines

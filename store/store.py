@@ -230,9 +230,11 @@ class Store:
     def videos_by_id(self, video_ids: list[str]) -> dict[str, dict]:
         return {r["video_id"]: r for r in self._scan_in("videos", "video_id", video_ids)}
 
-    def llm_cached(self, key: str) -> str | None:
-        rows = self.scan("llm_cache", f"row_id = {_quote(key)}", ["reply"])
-        return rows["reply"][0].as_py() if rows.num_rows else None
+    def llm_cached(self, key: str) -> dict | None:
+        """The cached reply of this request with the tokens it cost when it was made: {reply,
+        prompt_tokens, completion_tokens}."""
+        rows = self.scan("llm_cache", f"row_id = {_quote(key)}", ["reply", "prompt_tokens", "completion_tokens"])
+        return rows.to_pylist()[0] if rows.num_rows else None
 
     def llm_remember(self, key: str, model: str, reply: str, prompt_tokens: int,
                      completion_tokens: int) -> None:

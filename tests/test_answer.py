@@ -361,3 +361,39 @@ def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewe
     assert priced["usd_per_question"] == pytest.approx((44 * 1.0 + 28 * 2.0) / 1e6)
     unpriced = report([row], {"gpt-4o": {"input": 2.5, "output": 10.0}})["costs"]
     assert unpriced["usd_per_question"] is None and unpriced["unpriced_models"] == ["scripted"]
+
+
+def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precomputed, sample_dir, tmp_path):
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    from tests.scripted_llm import ScriptedLLM
+    from vidprep.pipeline.answer import AnswerWorker
+    from vidprep.pipeline.plan import build_plan
+    from vidprep.pipeline.scoring import format_report
+    from vidprep.store.keys import content_id
+    from vidprep.store.settings import StoreSettings
+
+    cfg, _, _ = precomputed
+    shutil.copytree(cfg.store.uri, tmp_path / "db")
+    server = ScriptedLLM()
+    try:
+        conf = config_for(tmp_path / "db", sample_dir, "method=videoagent2", "method.max_steps=1",
+                          "method.summary=false", "llm=openai", f"llm.client.base_url={server.base_url}",
+                          "llm.client.model=scripted", "llm.client.cache=false", "llm.client.max_retries=0",
+                          "llm.client.timeout_s=0.5")
+        worker = AnswerWorker(OmegaConf.to_yaml(conf, resolve=True), StoreSettings.from_config(conf.store),
+                              build_plan(conf.stages).keys, "timeout-probe")
+        server.script = [("hang", 3)]
+        question = next(q for q in jsonl(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
+        result = worker({"question_json": json.dumps(question.to_dict()),
+                         "video_id": content_id(sample_dir / "scenes.mp4")})
+    finally:
+        server.close()
+    assert result["failed"] and not result["valid"]
+    row = worker.store.predictions(["timeout-probe"])[0]
+    assert row["error"].startswith("LLMError") and row["llm_calls"] == 1
+    scores = report([row])
+    assert (scores["tasks"]["mcq"]["invalid"], scores["tasks"]["mcq"]["failed"]) == (0, 1)
+    assert ", 0 invalid, 1 failed (LLM errors, asked again next run)" in format_report("videoagent2", "k", scores)[1]

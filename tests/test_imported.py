@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from vidprep.pipeline.answer import answer
 from vidprep.pipeline.exports import export_run
 from vidprep.pipeline.imported import import_captions, named_video_id
 from vidprep.pipeline.scoring import report
+from vidprep.store.store import ArtifactMissing
 from vidprep.stages.agents.tools import VideoTools
 from vidprep.stages.agents.vision import StoredDescriptions
 from vidprep.conf.checks import ConfigError
@@ -162,6 +164,21 @@ def test_a_corrected_annotation_is_answered_and_scored_anew(imported, tmp_path):
     assert (again.answered, again.skipped) == (1, 2)
     stored = {p["qid"]: json.loads(p["question_json"]) for p in store.predictions([first.run_key])}
     assert stored[f"{fixed['video']}_{fixed['qid']}"]["answer"] == int(fixed["answer"])
+
+
+def test_answering_with_other_llm_settings_than_the_import_names_import_captions(imported):
+    cfg, _, _, _ = imported
+    other = nextqa_config(cfg.store.uri, cfg.dataset.root, "method=random", "answer.limit=1",
+                          "llm.client.model=another-model")
+    with pytest.raises(ArtifactMissing, match=r"Run `vidprep import-captions` with the same dataset, stages and model"):
+        answer(other)
+
+
+def test_the_dev_subsets_default_root_is_the_same_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("VIDPREP_NEXTQA_DEV", raising=False)
+    monkeypatch.chdir(tmp_path)
+    root = Path(load_config(["dataset=nextqa_dev"]).dataset.root)
+    assert root.is_absolute() and (root / "val.csv").read_bytes() == (NEXTQA_DEV / "val.csv").read_bytes()
 
 
 def test_caption_formats_read_the_same_captions(tmp_path):

@@ -81,10 +81,14 @@ def test_schema_is_sent_as_response_format(server):
 
 
 def test_persistent_cache_hits_across_clients_and_can_be_switched_off(server, tmp_path):
-    assert client(server, tmp_path).complete(ASK) == '{"answer": 42}'
+    first = client(server, tmp_path)
+    assert first.complete(ASK) == '{"answer": 42}'
     again = client(server, tmp_path)
     assert again.complete(ASK) == '{"answer": 42}'
-    assert len(server.requests) == 1 and again.usage.cache_hits == 1 and again.usage.calls == 0
+    # Served from the cache, the call still costs what it cost when it was made.
+    assert len(server.requests) == 1 and (again.usage.calls, again.usage.cache_hits) == (1, 1)
+    assert (again.usage.prompt_tokens, again.usage.completion_tokens) == (
+        first.usage.prompt_tokens, first.usage.completion_tokens) and first.usage.prompt_tokens > 0
     client(server, tmp_path, temperature=0.7).complete(ASK)
     assert len(server.requests) == 2, "a changed parameter must miss the cache"
     client(server, tmp_path, cache=False).complete(ASK)

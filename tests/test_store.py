@@ -140,7 +140,7 @@ def test_every_table_keeps_scalar_indexes_on_its_keys_and_compaction_folds_new_r
     for query in ("video_id = 'v1'", "row_id = 'v1/k/4'", "stage_key = 'k'"):
         assert "ScalarIndexQuery" in table.search().where(query).explain_plan(), query
     assert "ScalarIndexQuery" in store.table("llm_cache").search().where("row_id = 'reply-key'").explain_plan()
-    assert store.llm_cached("reply-key") == "{}"
+    assert store.llm_cached("reply-key") == {"reply": "{}", "prompt_tokens": 1, "completion_tokens": 1}
 
 
 def test_search_over_all_videos_leaves_out_videos_not_complete(tmp_path):

@@ -201,9 +201,14 @@ class LLMClient:
         if self.store is not None:
             hit = self.store.llm_cached(key)
             if hit is not None:
-                self.usage.cache_hits += 1
-                PROCESS_USAGE.cache_hits += 1
-                return hit
+                # A method's cost must not depend on what the cache held: a cached reply counts as the
+                # call it was, at the tokens it cost then.
+                for counter in (self.usage, PROCESS_USAGE):
+                    counter.calls += 1
+                    counter.cache_hits += 1
+                    counter.prompt_tokens += hit["prompt_tokens"]
+                    counter.completion_tokens += hit["completion_tokens"]
+                return hit["reply"]
         text, prompt_tokens, completion_tokens = self._call(messages, params)
         if self.store is not None:
             self.store.llm_remember(key, self.model, text, prompt_tokens, completion_tokens)
@@ -244,6 +249,7 @@ class LLMClient:
             except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
                     openai.InternalServerError) as error:
                 if attempt >= self.max_retries:
+                    self._count_failed_call()
                     raise LLMError(f"{self.base_url} failed after {attempt + 1} attempts: "
                                    f"{type(error).__name__}: {error}") from None
                 time.sleep(self._wait(error, attempt))
@@ -252,7 +258,13 @@ class LLMClient:
                 PROCESS_USAGE.retries += 1
             except openai.APIStatusError as error:
                 # A refused request (bad key, unknown model, too long) is not retried: it would fail again.
+                self._count_failed_call()
                 raise LLMError(f"{self.base_url} refused the request: {error.status_code}: {error.message}") from None
+
+    def _count_failed_call(self) -> None:
+        """A call that ended in an error still counts in a question's cost."""
+        for counter in (self.usage, PROCESS_USAGE):
+            counter.calls += 1
 
     def _wait(self, error: Exception, attempt: int) -> float:
         response = getattr(error, "response", None)
