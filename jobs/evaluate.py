@@ -1,11 +1,12 @@
-"""vidprep evaluate [--run KEY ...]: scores of answer runs in the store (all by default): accuracy per
-question type, mIoU and R@0.3/0.5, token F1, invalid answers counted apart, and costs."""
+"""vidprep evaluate [--run KEY ...]: scores of answer runs in the store (all by default), as each
+benchmark's own script computes them, with 95% intervals, invalid answers and LLM failures counted
+apart, and costs; several runs are then compared on the questions they all answered."""
 
 import argparse
 
 from vidprep.jobs.config import add_overrides, load_config
 from vidprep.store.settings import StoreSettings
-from vidprep.pipeline.scoring import format_report, report
+from vidprep.pipeline.scoring import format_comparison, format_report, report
 from vidprep.store.store import ArtifactMissing
 
 
@@ -26,3 +27,5 @@ def run(args: argparse.Namespace) -> None:
                               "run `vidprep answer` first")
     for method, key in runs:
         print("\n".join(format_report(method, key, report([r for r in rows if r["run_key"] == key], cfg.prices))))
+    if len(runs) > 1:
+        print("\n".join(["", *format_comparison(runs, rows)]))

@@ -159,3 +159,24 @@ def format_report(method: str, key: str, result: dict) -> list[str]:
                  f"reply cache), {c['tokens_per_question']:.0f} tokens, "
                  f"{c['frames_viewed_per_question']:.1f} frames viewed, {c['seconds_per_question']:.1f} s, {format_usd(c)}")
     return lines
+
+
+def format_comparison(runs: list[tuple[str, str]], rows: list[dict]) -> list[str]:
+    """Several runs side by side, scored only on the questions every one of them answered: a run that
+    answered other questions is not comparable on its own numbers. Says how many questions they share."""
+    answered = {key: {r["qid"] for r in rows if r["run_key"] == key} for _, key in runs}
+    shared = set.intersection(*answered.values())
+    if all(qids == shared for qids in answered.values()):
+        lines = [f"compared on the same {len(shared)} questions:"]
+    else:
+        counts = ", ".join(f"{method} {len(answered[key])}" for method, key in runs)
+        lines = [f"the runs answered different questions ({counts}); compared on the {len(shared)} they share:"]
+    for method, key in runs:
+        result = report([r for r in rows if r["run_key"] == key and r["qid"] in shared])
+        for task, entry in result["tasks"].items():
+            value = "n/a" if entry["score"] is None else f"{entry['score']:.3f}"
+            if entry["interval"]:
+                value += " ({:.3f}-{:.3f})".format(*entry["interval"])
+            lines.append(f"  {method:<22} {key:<22} {task:<4} {METRIC[task]} {value}, {entry['invalid']} invalid, "
+                         f"{entry['failed']} failed")
+    return lines

@@ -11,7 +11,7 @@ from vidprep.pipeline.answer import answer
 from vidprep.pipeline.manifest import ManifestError
 from vidprep.pipeline.exports import lvbench_answers
 from vidprep.pipeline.questions import activitynet_rtl, egoschema, jsonl, lvbench, nextqa
-from vidprep.pipeline.scoring import iou, report, token_f1
+from vidprep.pipeline.scoring import format_comparison, iou, report, token_f1
 from vidprep.store.store import ArtifactMissing
 from tests.conftest import SHARED_VIDEOS, config_for
 from tests.official_scoring import official_lvbench_accuracy, official_nextqa_accuracy
@@ -86,7 +86,7 @@ def test_evaluate_prints_scores_per_method_and_export_writes_each_question(answe
     one = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "evaluate", "--run", key,
                           f"store.uri={cfg.store.uri}"], capture_output=True, text=True, timeout=120)
     assert one.returncode == 0 and one.stdout.count("(answer-") == 1 and f"({key})" in one.stdout, one.stderr
-    assert "95% CI" in one.stdout
+    assert "95% CI" in one.stdout and "compared on" in done.stdout and "compared on" not in one.stdout
     exported = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "export", "--run", key, "--out",
                                str(tmp_path), f"store.uri={cfg.store.uri}"], capture_output=True, text=True, timeout=120)
     # The sample is no benchmark: no submission file, only the per-question lines.
@@ -310,6 +310,19 @@ def test_activitynet_rtl_scores_as_litas_evaluation(tmp_path):
     assert entry["score"] == pytest.approx(sum(ious) / 3) and entry["invalid"] == 1
     assert entry["mIoU per video"] == pytest.approx(((ious[0] + ious[1]) / 2 + ious[2]) / 2)
     assert (entry["R@0.5"], entry["P@0.5 per video"]) == pytest.approx((2 / 3, (1.0 + 0.0) / 2))
+
+
+def test_runs_that_answered_different_questions_are_compared_on_the_shared_ones(tmp_path):
+    (tmp_path / "meta.jsonl").write_text("".join(json.dumps(line) + "\n" for line in LVBENCH_META))
+    questions = lvbench(str(tmp_path / "meta.jsonl"), str(tmp_path))
+    first = [dict(r, run_key="a") for r in prediction_rows(questions[:2], [3, 0])]  # right, wrong
+    second = [dict(r, run_key="b") for r in prediction_rows(questions[1:], [2, 1])]  # right, right
+    lines = format_comparison([("llovi", "a"), ("random", "b")], first + second)
+    assert lines[0] == "the runs answered different questions (llovi 2, random 2); compared on the 1 they share:"
+    # Question 12 alone: wrong in the first run, right in the second.
+    assert "accuracy 0.000, 0 invalid" in lines[1] and "accuracy 1.000, 0 invalid" in lines[2]
+    same = format_comparison([("llovi", "a"), ("random", "b")], first + [dict(r, run_key="b") for r in first])
+    assert same[0] == "compared on the same 2 questions:"
 
 
 def test_scores():
