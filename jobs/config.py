@@ -2,6 +2,7 @@
 overrides taken from the command line."""
 
 import argparse
+import os
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -10,12 +11,13 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 def shared_data(name: str) -> str:
-    """The team's shared data folder NAME (`shared/data/NAME` beside a checkout) as an absolute path,
-    looked for above vidprep's own files, then above the working folder: one command reads the same
-    data from any folder. The first place looked when it is nowhere, so the error names a real path."""
-    starts = [Path(__file__).resolve(), Path.cwd().resolve()]
-    candidates = [parent / "shared" / "data" / name for start in starts for parent in start.parents]
-    return str(next((c for c in candidates if c.is_dir()), candidates[0]))
+    """The team's shared data folder NAME as an absolute path: under $VIDPREP_SHARED_DATA, else
+    `shared/data/NAME` above vidprep's own files, then above the working folder. One command reads the
+    same data from any folder; where it is nowhere, the first place looked, so the error names a path."""
+    candidates = [Path(os.environ["VIDPREP_SHARED_DATA"]) / name] if "VIDPREP_SHARED_DATA" in os.environ else []
+    candidates += [parent / "shared" / "data" / name
+                   for start in (Path(__file__).resolve(), Path.cwd().resolve()) for parent in start.parents]
+    return str(next((c for c in candidates if c.is_dir()), candidates[0]).resolve())
 
 
 OmegaConf.register_new_resolver("shared_data", shared_data, replace=True)

@@ -3,11 +3,39 @@ benchmark's own script computes them, with 95% intervals, invalid answers and LL
 apart, and costs; several runs are then compared on the questions they all answered."""
 
 import argparse
+import json
 
-from vidprep.jobs.config import add_overrides, load_config
+from vidprep.jobs.config import add_overrides, config_groups, load_config
+from vidprep.pipeline.answer import run_settings
 from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.scoring import format_comparison, format_report, report
 from vidprep.store.store import ArtifactMissing
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    flat = {}
+    for name, value in tree.items():
+        if isinstance(value, dict) and value:
+            flat |= _flat(value, f"{prefix}{name}.")
+        else:
+            flat[f"{prefix}{name}"] = value
+    return flat
+
+
+def method_defaults() -> dict[str, dict]:
+    """Each `method=` option's default settings, flattened."""
+    return {option: _flat(run_settings(load_config([f"method={option}"]))) for option in config_groups()["method"]}
+
+
+def beyond_defaults(settings: dict, defaults: dict[str, dict]) -> str:
+    """A run's settings as overrides of the method option they differ least from:
+    "method=videoagent2 method.max_steps=1 llm.client.model=...", not only its key."""
+    recorded = _flat(settings)
+    changes = {option: {name: value for name, value in recorded.items() if default.get(name, ...) != value}
+               for option, default in defaults.items()}
+    option = min(changes, key=lambda o: len(changes[o]))
+    changed = (f"{name}={json.dumps(value)}" for name, value in sorted(changes[option].items()))
+    return " ".join([f"method={option}", *changed])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,13 +47,16 @@ def run(args: argparse.Namespace) -> None:
     cfg = load_config(args.overrides)
     store = StoreSettings.from_config(cfg.store).open()
     rows = store.predictions(args.run, [
-        "run_key", "method", "task", "qtype", "question_json", "prediction_json", "valid", "error", "llm_calls",
+        "run_key", "qid", "method", "task", "qtype", "question_json", "prediction_json", "valid", "error", "llm_calls",
         "cache_hits", "prompt_tokens", "completion_tokens", "usage_json", "seconds", "visited"])
     runs = sorted({(r["method"], r["run_key"]) for r in rows})
     if not runs:
         raise ArtifactMissing(f"no answer runs{' ' + ', '.join(args.run) if args.run else ''} in {store.uri}; "
                               "run `vidprep answer` first")
+    recorded, defaults = store.answer_runs(), method_defaults()
     for method, key in runs:
         print("\n".join(format_report(method, key, report([r for r in rows if r["run_key"] == key], cfg.prices))))
+        if "settings" in recorded.get(key, {}):
+            print(f"  settings: {beyond_defaults(recorded[key]['settings'], defaults)}")
     if len(runs) > 1:
         print("\n".join(["", *format_comparison(runs, rows)]))

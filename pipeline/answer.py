@@ -41,6 +41,19 @@ def _prompt_hashes(config) -> dict[str, str]:
     return found
 
 
+# The LLM client's settings that change answers (its cache, timeouts and retries do not).
+LLM_SETTINGS = ("base_url", "model", "temperature", "max_tokens", "seed", "structured_output", "max_string_chars")
+
+
+def run_settings(cfg: DictConfig) -> dict:
+    """The resolved settings an answer run is made of (recorded with it; `evaluate` shows how they
+    differ from the defaults)."""
+    llm = OmegaConf.to_container(cfg.llm.client, resolve=True)
+    return {"method": OmegaConf.to_container(cfg.method, resolve=True),
+            "llm": {"client": {k: llm.get(k) for k in LLM_SETTINGS}},
+            "vision": OmegaConf.to_container(cfg.vision, resolve=True), "search": {"mode": cfg.search.mode}}
+
+
 def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
     method = OmegaConf.to_container(cfg.method, resolve=True)
     vision = OmegaConf.to_container(cfg.vision, resolve=True)
@@ -48,8 +61,7 @@ def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
     params = {
         "method": method, "method_version": get_class(method["_target_"]).version,
         "prompts": _prompt_hashes([method, vision]),
-        "llm": {k: llm.get(k) for k in ("base_url", "model", "temperature", "max_tokens", "seed",
-                                         "structured_output", "max_string_chars")},
+        "llm": {k: llm.get(k) for k in LLM_SETTINGS},
         "vision": vision, "search": cfg.search.mode, "dataset": cfg.dataset.name,
     }
     return stage_key("answer", 1, params, keys)
@@ -196,5 +208,5 @@ def answer(cfg: DictConfig) -> AnswerSummary:
                             time.monotonic() - clock, warnings)
     store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
                      json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name, "keys": plan.keys,
-                                                                 "config": OmegaConf.to_container(cfg.method)}))
+                                                                 "settings": run_settings(cfg)}))
     return summary

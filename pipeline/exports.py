@@ -49,15 +49,6 @@ def sample_lines(rows: list[dict]) -> list[dict]:
     return lines
 
 
-def run_dataset(store: Store, key: str) -> str:
-    """The dataset an answer run answered, as its run record names it."""
-    records = [r for r in store.scan("runs", "job = 'answer'", ["row_id", "summary_json"]).to_pylist()
-               if r["row_id"].startswith(f"answer-{key}-")]
-    if not records:
-        raise ArtifactMissing(f"no answer run {key} in {store.uri}; `vidprep evaluate` lists the runs")
-    return json.loads(records[-1]["summary_json"])["dataset"]
-
-
 def export_run(store: Store, key: str, folder: Path) -> list[Path]:
     """Write the run's files into `folder`; the paths written."""
     rows = sorted(store.predictions([key]), key=lambda r: r["qid"])
@@ -67,7 +58,7 @@ def export_run(store: Store, key: str, folder: Path) -> list[Path]:
     samples = folder / "samples.jsonl"
     samples.write_text("".join(json.dumps(line) + "\n" for line in sample_lines(rows)))
     written = [samples]
-    if submission := SUBMISSIONS.get(run_dataset(store, key)):
+    if submission := SUBMISSIONS.get(store.answer_runs().get(key, {}).get("dataset")):
         name, make = submission
         (folder / name).write_text(json.dumps(make(rows), indent=1) + "\n")
         written.append(folder / name)

@@ -90,10 +90,8 @@ class ReportWriter:
 
     def _run(self, run_key: str) -> dict:
         """What was recorded with the answer run (its newest record; empty when none was)."""
-        if self._recorded is None:
-            # Oldest first, so the newest record of a run key wins; read once, not per question.
-            runs = sorted(self.store.scan("runs", "job = 'answer'").to_pylist(), key=lambda r: r["started_at"])
-            self._recorded = {s["run_key"]: s for s in map(json.loads, (r["summary_json"] for r in runs))}
+        if self._recorded is None:  # read once, not per question
+            self._recorded = self.store.answer_runs()
         return self._recorded.get(run_key, {})
 
     def _keys(self, run_key: str, video_id: str) -> dict[str, str]:

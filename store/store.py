@@ -1,6 +1,7 @@
 """The one owner of the LanceDB database: idempotent writes, completion markers and the read API."""
 
 import datetime as dt
+import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -259,6 +260,14 @@ class Store:
     def record_prediction(self, row: dict) -> None:
         """One question's prediction in an answer run; a re-run of the question replaces it."""
         self.upsert("predictions", [dict(row, row_id=f"{row['run_key']}/{row['qid']}", created_at=utcnow())])
+
+    def answer_runs(self) -> dict[str, dict]:
+        """What each answer run recorded, by run key (its newest `answer`): summary, dataset, stage keys,
+        settings."""
+        # Oldest first, so the newest record of a run key wins.
+        runs = sorted(self.scan("runs", "job = 'answer'", ["started_at", "summary_json"]).to_pylist(),
+                      key=lambda r: r["started_at"])
+        return {s["run_key"]: s for s in map(json.loads, (r["summary_json"] for r in runs))}
 
     def predictions(self, run_keys: Iterable[str] = (), columns: list[str] | None = None) -> list[dict]:
         """The predictions of these answer runs (all runs when none are named)."""

@@ -87,6 +87,10 @@ def test_evaluate_prints_scores_per_method_and_export_writes_each_question(answe
                           f"store.uri={cfg.store.uri}"], capture_output=True, text=True, timeout=120)
     assert one.returncode == 0 and one.stdout.count("(answer-") == 1 and f"({key})" in one.stdout, one.stderr
     assert "95% CI" in one.stdout and "compared on" in done.stdout and "compared on" not in one.stdout
+    # Each run's settings as overrides of its method's defaults, not only its key.
+    assert "  settings: method=videoagent2 method.max_steps=1\n" in done.stdout
+    assert "  settings: method=traveler method.max_iterations=1 method.questions=1" in done.stdout
+    assert "  settings: method=llovi\n" in done.stdout
     exported = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "export", "--run", key, "--out",
                                str(tmp_path), f"store.uri={cfg.store.uri}"], capture_output=True, text=True, timeout=120)
     # The sample is no benchmark: no submission file, only the per-question lines.

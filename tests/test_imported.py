@@ -176,9 +176,17 @@ def test_answering_with_other_llm_settings_than_the_import_names_import_captions
 
 def test_the_dev_subsets_default_root_is_the_same_from_any_folder(tmp_path, monkeypatch):
     monkeypatch.delenv("VIDPREP_NEXTQA_DEV", raising=False)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VIDPREP_SHARED_DATA", raising=False)
+    roots = []
+    for folder in (tmp_path / "one", tmp_path / "two" / "deeper"):
+        folder.mkdir(parents=True)
+        monkeypatch.chdir(folder)
+        roots.append(load_config(["dataset=nextqa_dev"]).dataset.root)
+    assert roots[0] == roots[1] and Path(roots[0]).is_absolute()
+    # A checkout away from the shared folder (as on CI) names it.
+    monkeypatch.setenv("VIDPREP_SHARED_DATA", str(NEXTQA_DEV.parent))
     root = Path(load_config(["dataset=nextqa_dev"]).dataset.root)
-    assert root.is_absolute() and (root / "val.csv").read_bytes() == (NEXTQA_DEV / "val.csv").read_bytes()
+    assert (root / "val.csv").read_bytes() == (NEXTQA_DEV / "val.csv").read_bytes()
 
 
 def test_caption_formats_read_the_same_captions(tmp_path):
