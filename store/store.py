@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 from lancedb.index import FTS, Bitmap, BTree, IvfSq
 from lancedb.rerankers import RRFReranker
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from vidprep.conf.checks import ConfigError
 
@@ -456,4 +457,17 @@ class Store:
         """Merge the small fragments that many per-video writes leave behind and fold rows written since
         an index was built into it (LanceDB's optimize)."""
         for name in self.table_names():
-            self.table(name).optimize()
+            _optimize(self.table(name))
+
+
+def _lost_commit_race(error: BaseException) -> bool:
+    return isinstance(error, RuntimeError) and "Retryable commit conflict" in str(error)
+
+
+# Two jobs compacting one table at once: the later commit loses to the earlier, which merged the same
+# fragments. It retries on the new version; if it keeps losing, the others are compacting and it leaves
+# the table to them (compaction only tidies: no row depends on it).
+@retry(retry=retry_if_exception(_lost_commit_race), stop=stop_after_attempt(5),
+       wait=wait_random_exponential(multiplier=0.1, max=2), retry_error_callback=lambda _: None)
+def _optimize(table) -> None:
+    table.optimize()
