@@ -54,9 +54,11 @@ def run(args: argparse.Namespace) -> None:
         raise ArtifactMissing(f"no answer runs{' ' + ', '.join(args.run) if args.run else ''} in {store.uri}; "
                               "run `vidprep answer` first")
     recorded, defaults = store.answer_runs(), method_defaults()
+    datasets = {key: recorded.get(key, {}).get("dataset") for _, key in runs}
     for method, key in runs:
-        print("\n".join(format_report(method, key, report([r for r in rows if r["run_key"] == key], cfg.prices))))
+        result = report([r for r in rows if r["run_key"] == key], cfg.prices, datasets[key])
+        print("\n".join(format_report(method, key, result)))
         if "settings" in recorded.get(key, {}):
             print(f"  settings: {beyond_defaults(recorded[key]['settings'], defaults)}")
     if len(runs) > 1:
-        print("\n".join(["", *format_comparison(runs, rows)]))
+        print("\n".join(["", *format_comparison(runs, rows, datasets)]))

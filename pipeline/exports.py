@@ -10,8 +10,9 @@ from vidprep.store.store import ArtifactMissing, Store
 
 
 def nextqa_results(rows: list[dict]) -> dict:
-    """The result file NExT-QA's eval_mc.py reads: {video_qid: {answer, prediction}}; an invalid
-    answer is prediction -1, which that script counts wrong."""
+    """The result file NExT-QA's eval_mc.py reads, as do IntentQA's eval_intentqa.py and Causal-VidQA's
+    eval_mc.py: {question key: {answer, prediction}}, in question key order (Causal-VidQA's script reads
+    each video's six keys in a row); an invalid answer is prediction -1, which they count wrong."""
     return {r["qid"]: {"answer": json.loads(r["question_json"])["answer"],
                        "prediction": json.loads(r["prediction_json"]) if r["valid"] else -1} for r in rows}
 
@@ -32,6 +33,8 @@ def lvbench_answers(rows: list[dict]) -> dict:
 SUBMISSIONS = {
     "nextqa": ("nextqa_results.json", nextqa_results),
     "nextqa_dev": ("nextqa_results.json", nextqa_results),
+    "intentqa": ("intentqa_results.json", nextqa_results),
+    "causal_vidqa": ("causal_vidqa_results.json", nextqa_results),
     "egoschema": ("egoschema_answers.json", egoschema_answers),
     "lvbench": ("lvbench_answers.json", lvbench_answers),
 }

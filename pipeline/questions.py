@@ -2,6 +2,7 @@
 
 import csv
 import json
+import pickle
 import re
 from collections import Counter
 from pathlib import Path
@@ -58,11 +59,12 @@ NEXTQA_FAMILIES = {"C": "causal", "T": "temporal", "D": "descriptive"}
 NEXTQA_TYPES = {"CW", "CH", "TN", "TC", "DC", "DL", "DO"}
 
 
-def nextqa(csv_path: str, video_dir: str, video_map: str | None = None) -> list[Question]:
-    """NExT-QA's CSV (video, frame_count, width, height, question, answer, qid, type, a0..a4);
-    `video_map` is its map_vid_vidorID.json when videos sit in VidOR's subfolders. A question's qtype
-    is its type as NExT-QA's eval_mc.py scores it (TP, "previous", counts as TN, as there), its one
-    category the type's family: causal, temporal or descriptive."""
+def nextqa(csv_path: str, video_dir: str, video_map: str | None = None, video_column: str = "video") -> list[Question]:
+    """NExT-QA's CSV (video, frame_count, width, height, question, answer, qid, type, a0..a4), or IntentQA's,
+    which is NExT-QA's with the video in `video_id` (and NExT-QA's videos); `video_map` is
+    map_vid_vidorID.json when videos sit in VidOR's subfolders. A question's qtype is its type as both
+    benchmarks' eval scripts score it (TP, "previous", counts as TN, as there), its one category the
+    type's family: causal, temporal or descriptive."""
     folders = _read_json(video_map) if video_map else {}
     try:
         with open(csv_path, newline="") as f:
@@ -75,14 +77,103 @@ def nextqa(csv_path: str, video_dir: str, video_map: str | None = None) -> list[
             choices = [row[f"a{i}"] for i in range(5)]
             qtype = "TN" if row["type"] == "TP" else row["type"]
             if qtype not in NEXTQA_TYPES:
-                raise ValueError(f"type {row['type']!r} is none of NExT-QA's {sorted(NEXTQA_TYPES | {'TP'})}")
+                raise ValueError(f"type {row['type']!r} is none of {sorted(NEXTQA_TYPES | {'TP'})}")
+            video = row[video_column]
             questions.append(Question(
-                qid=f"{row['video']}_{row['qid']}", video=_video(video_dir, folders.get(row["video"], row["video"])),
+                qid=f"{video}_{row['qid']}", video=_video(video_dir, folders.get(video, video)),
                 task="mcq", question=row["question"].strip(), choices=choices, answer=int(row["answer"]),
                 qtype=qtype, categories=[NEXTQA_FAMILIES[qtype[0]]],
             ))
         except (KeyError, ValueError) as error:
-            raise ManifestError(f"{csv_path}:{number}: not a NExT-QA row ({error})") from error
+            raise ManifestError(f"{csv_path}:{number}: not a NExT-QA-style row ({error})") from error
+    return questions
+
+
+def star(json_path: str, video_dir: str) -> list[Question]:
+    """STAR's STAR_{train,val}.json: a list of {question_id, question, video_id, start, end, answer,
+    choices: [{choice_id, choice}], ...}; the answer is the text of one choice. The qtype is the
+    question's template (Interaction_T1), its category the question type its results are reported by
+    (Interaction, Sequence, Prediction, Feasibility). The video is Charades' {video_id}.mp4."""
+    data = _read_json(json_path)
+    if not isinstance(data, list):
+        raise ManifestError(f"{json_path}: not STAR's question list (a JSON list of questions)")
+    questions = []
+    for number, item in enumerate(data):
+        try:
+            choices = [c["choice"] for c in sorted(item["choices"], key=lambda c: c["choice_id"])]
+            if item["answer"] not in choices:
+                raise ValueError(f"its answer {item['answer']!r} is none of its choices")
+            category, template = item["question_id"].split("_")[:2]
+            questions.append(Question(
+                qid=item["question_id"], video=_video(video_dir, item["video_id"]), task="mcq",
+                question=item["question"], choices=choices, answer=choices.index(item["answer"]),
+                qtype=f"{category}_{template}", categories=[category]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ManifestError(f"{json_path}: item {number}: not a STAR question ({error})") from error
+    return questions
+
+
+def perception_test(json_path: str, video_dir: str) -> list[Question]:
+    """The Perception Test's multiple-choice annotations (mc_question_{split}.json or all_{split}.json):
+    {video_id: {metadata, mc_question: [{id, question, options, answer_id, area, reasoning, tag}]}}.
+    The qtype is the question's area, its categories its area and its type of reasoning, the two axes
+    its results are reported by. The video is {video_id}.mp4."""
+    data = _read_json(json_path)
+    if not isinstance(data, dict):
+        raise ManifestError(f"{json_path}: not the Perception Test's annotations (a JSON object by video id)")
+    questions = []
+    for video, item in data.items():
+        try:
+            for mc in item["mc_question"]:
+                questions.append(Question(
+                    qid=f"{video}_{mc['id']}", video=_video(video_dir, video), task="mcq", question=mc["question"],
+                    choices=list(mc["options"]), answer=mc.get("answer_id"), qtype=mc["area"],
+                    categories=[mc["area"], mc["reasoning"]]))
+        except (KeyError, TypeError) as error:
+            raise ManifestError(f"{json_path}: video {video}: not a Perception Test entry ({error})") from error
+    return questions
+
+
+# Causal-VidQA's six questions per video in the order of its question keys ({video}_{k}): each kind
+# of question and the choice list it takes from text.json; answer and reason of the commonsense
+# kinds score as one (its eval_mc.py).
+CAUSAL_VIDQA_QUESTIONS = [("D", "descriptive", "answer"), ("E", "explanatory", "answer"),
+                          ("PA", "predictive", "answer"), ("PR", "predictive", "reason"),
+                          ("CA", "counterfactual", "answer"), ("CR", "counterfactual", "reason")]
+
+
+class _VideoListUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"holds {module}.{name}, not only a list of video ids")
+
+
+def causal_vidqa(qa_dir: str, video_dir: str, split: str | None = None) -> list[Question]:
+    """Causal-VidQA's QA folder as released: {video}/text.json ({kind: {question, answer: [5], reason:
+    [5]}}) and {video}/answer.json ({kind: {answer, reason}}), for the videos of `split` (its split
+    file, a pickled list of video ids; read without running code) or every folder. The reason question
+    of the predictive and counterfactual kinds asks the same question with the reasons as its
+    choices; it is scored with its answer question as one unit, right only when both are."""
+    if split:
+        try:
+            with open(split, "rb") as f:
+                videos = _VideoListUnpickler(f).load()
+        except (OSError, pickle.UnpicklingError, EOFError) as error:
+            raise ManifestError(f"{split}: not a Causal-VidQA split file ({error})") from error
+    else:
+        videos = sorted(p.name for p in Path(qa_dir).iterdir() if p.is_dir()) if Path(qa_dir).is_dir() else []
+    if not videos:
+        raise ManifestError(f"{split or qa_dir}: no Causal-VidQA videos")
+    questions = []
+    for video in videos:
+        text, answers = (_read_json(Path(qa_dir) / video / name) for name in ("text.json", "answer.json"))
+        try:
+            for k, (qtype, kind, field) in enumerate(CAUSAL_VIDQA_QUESTIONS):
+                questions.append(Question(
+                    qid=f"{video}_{k}", video=_video(video_dir, video), task="mcq", question=text[kind]["question"],
+                    choices=list(text[kind][field]), answer=int(answers[kind][field]), qtype=qtype,
+                    categories=[kind], unit=f"{video}_{kind}"))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ManifestError(f"{Path(qa_dir) / video}: not a Causal-VidQA question folder ({error})") from error
     return questions
 
 

@@ -211,7 +211,7 @@ class ReportWriter:
 
         summary_rows, points, videos = [], [], {}
         for (method, key), items in by_run.items():
-            result = report(items, self.prices)
+            result = report(items, self.prices, self._run(key).get("dataset"))
             for task, entry in result["tasks"].items():
                 value = "n/a" if entry["score"] is None else f"{entry['score']:.3f}"
                 types = ", ".join(f"{esc(t or '-')} {v:.3f}" for t, v in entry["per_type"].items())

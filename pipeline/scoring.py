@@ -80,39 +80,58 @@ def question_usd(row: dict, prices: dict) -> tuple[float | None, set[str]]:
                for m, u in usage.items()), set()
 
 
-def report(rows: list[dict], prices: dict | None = None) -> dict:
-    """Per task: count, invalid, mean score (accuracy / mIoU / token F1), extras; plus costs, money
-    per question included when `prices` covers every model the run used."""
+# Benchmarks whose headline number is the mean of their categories' accuracies (STAR's "Mean" of its
+# four question types), printed beside the mean over questions.
+CATEGORY_MEAN = {"star"}
+
+
+def _task_entry(task: str, items: list[dict], dataset: str | None) -> dict:
+    questions = [json.loads(r["question_json"]) for r in items]
+    scored = [(r, q, s) for r, q in zip(items, questions) if (s := score(r)) is not None]
+    # Questions of one unit (Causal-VidQA's answer and reason) score as one: right only when all are.
+    units: dict[str, list] = defaultdict(list)
+    for _, q, s in scored:
+        units[q.get("unit") or q["qid"]].append((q, s))
+    unit_scores = [(parts[0][0], min(s for _, s in parts)) for parts in units.values()]
+    # Rows stored before these columns existed hold nulls.
+    failed = sum(is_failure(r.get("error") or "") for r in items)
+    entry = {"questions": len(items), "scored": len(scored), "failed": failed,
+             "invalid": sum(not r["valid"] for r in items) - failed,
+             "score": float(np.mean([s for _, s in unit_scores])) if unit_scores else None,
+             "interval": interval([s for _, s in unit_scores])}
+    if len(units) < len(scored):
+        entry["units"] = len(units)
+    if task == "rtl":
+        entry |= {f"R@{t}": sum(s >= t for *_, s in scored) / len(scored) if scored else None for t in (0.3, 0.5)}
+        # LITA reports ActivityNet-RTL averaged per video first, then over videos.
+        by_video = defaultdict(list)
+        for _, q, s in scored:
+            by_video[q["video"]].append(s)
+        videos = list(by_video.values())
+        entry |= {"mIoU per video": float(np.mean([np.mean(v) for v in videos])) if videos else None,
+                  "P@0.5 per video": float(np.mean([np.mean([s >= 0.5 for s in v]) for v in videos]))
+                  if videos else None}
+    per_type, per_category = defaultdict(list), defaultdict(list)
+    for r, _, s in scored:
+        per_type[r["qtype"]].append(s)
+    for q, s in unit_scores:
+        for category in q.get("categories", []):
+            per_category[category].append(s)
+    entry["per_type"] = {t: sum(v) / len(v) for t, v in sorted(per_type.items())}
+    entry["per_category"] = {c: sum(v) / len(v) for c, v in sorted(per_category.items())}
+    if dataset in CATEGORY_MEAN and entry["per_category"]:
+        entry["mean of categories"] = float(np.mean(list(entry["per_category"].values())))
+    return entry
+
+
+def report(rows: list[dict], prices: dict | None = None, dataset: str | None = None) -> dict:
+    """Per task: count, invalid, mean score (accuracy / mIoU / token F1) over its scoring units, extras;
+    plus costs, money per question included when `prices` covers every model the run used. `dataset`
+    names the benchmark where its headline number is computed its own way (CATEGORY_MEAN)."""
     by_task: dict[str, list] = defaultdict(list)
     for row in rows:
         by_task[row["task"]].append(row)
-    tasks = {}
-    for task, items in sorted(by_task.items()):
-        scored = [(r, s) for r in items if (s := score(r)) is not None]
-        # Rows stored before these columns existed hold nulls.
-        failed = sum(is_failure(r.get("error") or "") for r in items)
-        entry = {"questions": len(items), "scored": len(scored), "failed": failed,
-                 "invalid": sum(not r["valid"] for r in items) - failed,
-                 "score": sum(s for _, s in scored) / len(scored) if scored else None,
-                 "interval": interval([s for _, s in scored])}
-        if task == "rtl":
-            entry |= {f"R@{t}": sum(s >= t for _, s in scored) / len(scored) if scored else None for t in (0.3, 0.5)}
-            # LITA reports ActivityNet-RTL averaged per video first, then over videos.
-            by_video = defaultdict(list)
-            for r, s in scored:
-                by_video[json.loads(r["question_json"])["video"]].append(s)
-            videos = list(by_video.values())
-            entry |= {"mIoU per video": float(np.mean([np.mean(v) for v in videos])) if videos else None,
-                      "P@0.5 per video": float(np.mean([np.mean([s >= 0.5 for s in v]) for v in videos]))
-                      if videos else None}
-        per_type, per_category = defaultdict(list), defaultdict(list)
-        for r, s in scored:
-            per_type[r["qtype"]].append(s)
-            for category in json.loads(r["question_json"]).get("categories", []):
-                per_category[category].append(s)
-        entry["per_type"] = {t: sum(v) / len(v) for t, v in sorted(per_type.items())}
-        entry["per_category"] = {c: sum(v) / len(v) for c, v in sorted(per_category.items())}
-        tasks[task] = entry
+    tasks = {task: _task_entry(task, items, dataset) for task, items in sorted(by_task.items())}
     n = max(len(rows), 1)
     calls = sum(r["llm_calls"] for r in rows)
     costs = {"llm_calls_per_question": calls / n,
@@ -138,14 +157,23 @@ def format_usd(costs: dict) -> str:
 METRIC = {"mcq": "accuracy", "rtl": "mIoU", "open": "token F1"}
 
 
+def _value(entry: dict, interval_label: str = "") -> str:
+    value = "n/a" if entry["score"] is None else f"{entry['score']:.3f}"
+    if entry["interval"]:
+        value += " ({}{:.3f}-{:.3f})".format(interval_label, *entry["interval"])
+    return value
+
+
+EXTRAS = ("R@0.3", "R@0.5", "mIoU per video", "P@0.5 per video", "mean of categories")
+
+
 def format_report(method: str, key: str, result: dict) -> list[str]:
     lines = [f"{method}  ({key})"]
     for task, entry in result["tasks"].items():
-        value = "n/a" if entry["score"] is None else f"{entry['score']:.3f}"
-        if entry["interval"]:
-            value += " (95% CI {:.3f}-{:.3f})".format(*entry["interval"])
-        extra = "".join(f", {k} {entry[k]:.3f}" for k in ("R@0.3", "R@0.5", "mIoU per video", "P@0.5 per video")
-                        if entry.get(k) is not None)
+        value = _value(entry, "95% CI ")
+        if "units" in entry:
+            value += f" over {entry['units']} units (a unit right only when all its questions are)"
+        extra = "".join(f", {k} {entry[k]:.3f}" for k in EXTRAS if entry.get(k) is not None)
         groups = "; per type: " + ", ".join(f"{t or '-'} {v:.3f}" for t, v in entry["per_type"].items())
         if entry["per_category"]:
             groups += "; per category: " + ", ".join(f"{c} {v:.3f}" for c, v in entry["per_category"].items())
@@ -161,7 +189,7 @@ def format_report(method: str, key: str, result: dict) -> list[str]:
     return lines
 
 
-def format_comparison(runs: list[tuple[str, str]], rows: list[dict]) -> list[str]:
+def format_comparison(runs: list[tuple[str, str]], rows: list[dict], datasets: dict[str, str] | None = None) -> list[str]:
     """Several runs side by side, scored only on the questions every one of them answered: a run that
     answered other questions is not comparable on its own numbers. Says how many questions they share."""
     answered = {key: {r["qid"] for r in rows if r["run_key"] == key} for _, key in runs}
@@ -172,11 +200,9 @@ def format_comparison(runs: list[tuple[str, str]], rows: list[dict]) -> list[str
         counts = ", ".join(f"{method} {len(answered[key])}" for method, key in runs)
         lines = [f"the runs answered different questions ({counts}); compared on the {len(shared)} they share:"]
     for method, key in runs:
-        result = report([r for r in rows if r["run_key"] == key and r["qid"] in shared])
+        result = report([r for r in rows if r["run_key"] == key and r["qid"] in shared],
+                        dataset=(datasets or {}).get(key))
         for task, entry in result["tasks"].items():
-            value = "n/a" if entry["score"] is None else f"{entry['score']:.3f}"
-            if entry["interval"]:
-                value += " ({:.3f}-{:.3f})".format(*entry["interval"])
-            lines.append(f"  {method:<22} {key:<22} {task:<4} {METRIC[task]} {value}, {entry['invalid']} invalid, "
+            lines.append(f"  {method:<22} {key:<22} {task:<4} {METRIC[task]} {_value(entry)}, {entry['invalid']} invalid, "
                          f"{entry['failed']} failed")
     return lines

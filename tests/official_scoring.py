@@ -1,13 +1,14 @@
 """Benchmarks' own evaluation scripts restated, as the reference vidprep's scores are checked against."""
 
 
-def official_nextqa_accuracy(csv_rows: list[dict], predictions: dict) -> dict:
-    """NExT-QA's eval_mc.py restated: per type (TP counted as TN), per family (its first letter) and
-    overall, in percent; `predictions` maps video_qid to {answer, prediction} as its result file does."""
+def official_nextqa_accuracy(csv_rows: list[dict], predictions: dict, video_column: str = "video") -> dict:
+    """NExT-QA's eval_mc.py restated (IntentQA's eval_intentqa.py is the same with the video in
+    `video_id`): per type (TP counted as TN), per family (its first letter) and overall, in percent;
+    `predictions` maps video_qid to {answer, prediction} as its result file does."""
     right, count = {}, {}
     for row in csv_rows:
         qtype = "TN" if row["type"] == "TP" else row["type"]
-        entry = predictions[f"{row['video']}_{row['qid']}"]
+        entry = predictions[f"{row[video_column]}_{row['qid']}"]
         for group in (qtype, qtype[0], "all"):
             right[group] = right.get(group, 0) + (entry["answer"] == entry["prediction"])
             count[group] = count.get(group, 0) + 1
@@ -27,3 +28,27 @@ def official_lvbench_accuracy(meta_lines: list[dict], answers: dict) -> dict:
                 right[group] = right.get(group, 0) + correct
                 total[group] = total.get(group, 0) + 1
     return {group: right[group] / total[group] for group in total}
+
+
+def official_causal_vidqa_accuracy(predictions: dict) -> dict:
+    """Causal-VidQA's eval_mc.py (accuracy_metric_all) restated: its result file read in order, six
+    keys per video ({video}_{k}, k the question kind D, E, PA, PR, CA, CR); prediction P and
+    counterfactual C right only when answer and reason both are; overall over four per video."""
+    names = ["D", "E", "PA", "PR", "CA", "CR"]
+    items = list(predictions.items())
+    right = dict.fromkeys([*names, "P", "C", "all"], 0)
+    count = dict.fromkeys([*names, "P", "C", "all"], 0)
+    for start in range(0, len(items) // 6 * 6, 6):
+        group = items[start:start + 6]
+        correct = [entry["answer"] == entry["prediction"] for _, entry in group]
+        for (key, _), ok in zip(group, correct):
+            name = names[int(key.split("_")[-1])]
+            right[name] += ok
+            count[name] += 1
+        count["P"] += 1
+        count["C"] += 1
+        count["all"] += 4
+        right["P"] += correct[2] and correct[3]
+        right["C"] += correct[4] and correct[5]
+        right["all"] += correct[0] + correct[1] + (correct[2] and correct[3]) + (correct[4] and correct[5])
+    return {name: right[name] * 100.0 / count[name] for name in count}

@@ -2,19 +2,25 @@
 
 import csv
 import json
+import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from vidprep.pipeline.answer import answer
 from vidprep.pipeline.manifest import ManifestError
-from vidprep.pipeline.exports import lvbench_answers
-from vidprep.pipeline.questions import activitynet_rtl, egoschema, jsonl, lvbench, nextqa
+from vidprep.pipeline.exports import lvbench_answers, nextqa_results
+from vidprep.pipeline.questions import (activitynet_rtl, causal_vidqa, egoschema, jsonl, lvbench, nextqa,
+                                        perception_test, star)
 from vidprep.pipeline.scoring import format_comparison, iou, report, token_f1
 from vidprep.store.store import ArtifactMissing
 from tests.conftest import SHARED_VIDEOS, config_for
-from tests.official_scoring import official_lvbench_accuracy, official_nextqa_accuracy
+from tests.official_scoring import (official_causal_vidqa_accuracy, official_lvbench_accuracy,
+                                    official_nextqa_accuracy)
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 # Small iteration limits keep the tiny model's runs short; the control flow at the paper's
 # defaults is pinned in test_agents.py.
@@ -192,7 +198,7 @@ def test_nextqa_loader_reads_the_real_csv(tmp_path):
     assert {q.qtype for q in questions} == {"CW", "CH", "TN", "TC", "DC", "DL", "DO"}
     rows = (SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv").read_text().splitlines()
     (tmp_path / "bad.csv").write_text("\n".join([rows[0], rows[1], rows[2].replace(",CW,", ",XX,")]) + "\n")
-    with pytest.raises(ManifestError, match=r"bad.csv:3: not a NExT-QA row \(type 'XX' is none of"):
+    with pytest.raises(ManifestError, match=r"bad.csv:3: not a NExT-QA-style row \(type 'XX' is none of"):
         nextqa(str(tmp_path / "bad.csv"), str(tmp_path))
 
 
@@ -220,6 +226,139 @@ def test_nextqa_scores_as_its_official_script_on_real_rows(tmp_path):
         {families[t]: v for t, v in official.items() if len(t) == 1})
     low, high = entry["interval"]
     assert low < entry["score"] < high and high - low < 0.12
+
+
+def test_intentqa_loads_its_real_rows_and_scores_as_its_eval_script(tmp_path):
+    csv_path = FIXTURES / "intentqa_test_head.csv"
+    questions = nextqa(str(csv_path), str(tmp_path), video_column="video_id")
+    assert [q.qid for q in questions[:2]] == ["6102982194_2", "8319941339_7"]
+    assert (questions[0].answer, questions[0].choices[2], questions[0].video) == (
+        2, "to energise him", str(tmp_path / "6102982194.mp4"))
+    # eval_intentqa.py counts its TP ("previous") questions as TN, like NExT-QA's.
+    assert [q.qtype for q in questions].count("TN") == 4 and {q.qtype for q in questions} == {"CW", "CH", "TN"}
+    predicted = [q.answer if i % 2 else (q.answer + 1) % 5 for i, q in enumerate(questions)]
+    predicted[3] = None
+    rows = prediction_rows(questions, predicted)
+    official = official_nextqa_accuracy(list(csv.DictReader(csv_path.open())), nextqa_results(rows), "video_id")
+    entry = report(rows)["tasks"]["mcq"]
+    assert entry["score"] * 100 == pytest.approx(official["all"]) and entry["invalid"] == 1
+    assert {t: v * 100 for t, v in entry["per_type"].items()} == pytest.approx(
+        {t: v for t, v in official.items() if len(t) == 2})
+    with pytest.raises(ManifestError, match=r"intentqa_test_head.csv:2: not a NExT-QA-style row \('video'\)"):
+        nextqa(str(csv_path), str(tmp_path))
+
+
+# STAR_val.json's layout, as STAR's site documents it and public STAR loaders read it (its rows are a
+# download; these are made, not real): the answer is a choice's text, the type the id's first part.
+STAR_VAL = [
+    {"question_id": "Interaction_T1_4", "question": "Which object was eaten by the person?", "video_id": "TJZ0P",
+     "start": 7.7, "end": 15.7, "answer": "The sandwich.", "question_program": [], "situations": {},
+     "choices": [{"choice_id": 1, "choice": "The medicine.", "choice_program": []},
+                 {"choice_id": 0, "choice": "The sandwich.", "choice_program": []},
+                 {"choice_id": 2, "choice": "The book.", "choice_program": []},
+                 {"choice_id": 3, "choice": "The blanket.", "choice_program": []}]},
+    {"question_id": "Sequence_T3_7", "question": "What did the person do after sitting on the bed?",
+     "video_id": "0BNML", "start": 2.0, "end": 9.5, "answer": "Took the phone.",
+     "choices": [{"choice_id": k, "choice": c} for k, c in
+                 enumerate(["Opened the door.", "Took the phone.", "Closed the window.", "Ate the food."])]},
+    {"question_id": "Sequence_T1_9", "question": "Which object did the person put down before they opened the door?",
+     "video_id": "0BNML", "start": 0.0, "end": 12.0, "answer": "The cup.",
+     "choices": [{"choice_id": k, "choice": c} for k, c in
+                 enumerate(["The cup.", "The shoe.", "The pillow.", "The laptop."])]},
+]
+
+
+def test_star_loads_its_released_layout_and_reports_the_mean_of_its_types(tmp_path):
+    (tmp_path / "STAR_val.json").write_text(json.dumps(STAR_VAL))
+    questions = star(str(tmp_path / "STAR_val.json"), str(tmp_path))
+    assert [(q.qid, q.answer, q.qtype, q.categories) for q in questions] == [
+        ("Interaction_T1_4", 0, "Interaction_T1", ["Interaction"]), ("Sequence_T3_7", 1, "Sequence_T3", ["Sequence"]),
+        ("Sequence_T1_9", 0, "Sequence_T1", ["Sequence"])]
+    assert questions[0].choices[:2] == ["The sandwich.", "The medicine."]
+    assert questions[0].video == str(tmp_path / "TJZ0P.mp4")
+    entry = report(prediction_rows(questions, [0, 1, 2]), dataset="star")["tasks"]["mcq"]
+    # Over questions 2/3; STAR's "Mean" is the mean of its types' accuracies: (1 + 1/2) / 2.
+    assert entry["score"] == pytest.approx(2 / 3) and entry["mean of categories"] == pytest.approx(0.75)
+    assert "mean of categories" not in report(prediction_rows(questions, [0, 1, 2]))["tasks"]["mcq"]
+    (tmp_path / "bad.json").write_text(json.dumps([STAR_VAL[0], {**STAR_VAL[1], "answer": "Sat down."}]))
+    with pytest.raises(ManifestError, match=r"bad.json: item 1: not a STAR question \(its answer 'Sat down.' is none"):
+        star(str(tmp_path / "bad.json"), str(tmp_path))
+
+
+# The Perception Test's mc_question_valid.json layout, field by field as its README documents it (the
+# annotation zip is a download; these rows are made): three options, areas and reasoning types.
+PERCEPTION_TEST = {
+    "video_10909": {"metadata": {"video_id": "video_10909", "split": "valid", "num_frames": 900, "frame_rate": 30},
+                    "mc_question": [
+                        {"id": 0, "question": "Is the camera moving or static?", "options": ["moving", "static",
+                         "I don't know"], "answer_id": 1, "area": "physics", "reasoning": "descriptive",
+                         "tag": ["motion"]},
+                        {"id": 1, "question": "How many objects were put in the box?", "options": ["2", "3", "4"],
+                         "answer_id": 2, "area": "memory", "reasoning": "descriptive", "tag": ["counting"]}]},
+    "video_7491": {"metadata": {"video_id": "video_7491", "split": "valid"}, "mc_question": [
+        {"id": 0, "question": "What will happen if the cup is pushed?", "options": ["it falls", "it stays",
+         "it breaks"], "answer_id": 0, "area": "physics", "reasoning": "predictive", "tag": []}]},
+}
+
+
+def test_perception_test_loads_its_released_layout_by_area_and_reasoning(tmp_path):
+    (tmp_path / "mc_question_valid.json").write_text(json.dumps(PERCEPTION_TEST))
+    questions = perception_test(str(tmp_path / "mc_question_valid.json"), str(tmp_path))
+    assert [(q.qid, q.answer, q.qtype, q.categories, len(q.choices)) for q in questions] == [
+        ("video_10909_0", 1, "physics", ["physics", "descriptive"], 3),
+        ("video_10909_1", 2, "memory", ["memory", "descriptive"], 3),
+        ("video_7491_0", 0, "physics", ["physics", "predictive"], 3)]
+    assert questions[2].video == str(tmp_path / "video_7491.mp4")
+    entry = report(prediction_rows(questions, [1, 0, 0]))["tasks"]["mcq"]  # right, wrong, right: top-1 accuracy
+    assert entry["score"] == pytest.approx(2 / 3)
+    assert entry["per_category"] == pytest.approx({"descriptive": 0.5, "memory": 0.0, "physics": 1.0, "predictive": 1.0})
+    broken = {"video_1": {"metadata": {}, "mc_question": [{"id": 0, "question": "?", "options": []}]}}
+    (tmp_path / "bad.json").write_text(json.dumps(broken))
+    with pytest.raises(ManifestError, match=r"bad.json: video video_1: not a Perception Test entry \('area'\)"):
+        perception_test(str(tmp_path / "bad.json"), str(tmp_path))
+
+
+def _causal_vidqa_folder(root: Path, videos: dict[str, dict]) -> None:
+    """Causal-VidQA's QA folder as its dataset.py reads it: {video}/text.json and {video}/answer.json."""
+    for video, answers in videos.items():
+        (root / video).mkdir(parents=True)
+        text = {kind: {"question": f"{kind} question about {video}?",
+                       "answer": [f"{kind} answer {i}" for i in range(5)]}
+                for kind in ("descriptive", "explanatory", "predictive", "counterfactual")}
+        for kind in ("predictive", "counterfactual"):
+            text[kind]["reason"] = [f"{kind} reason {i}" for i in range(5)]
+        (root / video / "text.json").write_text(json.dumps(text))
+        (root / video / "answer.json").write_text(json.dumps(answers))
+
+
+def test_causal_vidqa_scores_answer_and_reason_as_one_as_its_eval_script(tmp_path):
+    answers = {"descriptive": {"answer": 1}, "explanatory": {"answer": 2}, "predictive": {"answer": 3, "reason": 0},
+               "counterfactual": {"answer": 4, "reason": 1}}
+    _causal_vidqa_folder(tmp_path / "QA", {"abc123_000010_000020": answers, "xyz789_000001_000011": answers})
+    with open(tmp_path / "test.pkl", "wb") as f:
+        pickle.dump(["abc123_000010_000020", "xyz789_000001_000011"], f)
+    questions = causal_vidqa(str(tmp_path / "QA"), str(tmp_path), str(tmp_path / "test.pkl"))
+    assert [q.qid for q in questions[:6]] == [f"abc123_000010_000020_{k}" for k in range(6)]
+    assert [(q.qtype, q.answer, q.unit) for q in questions[2:4]] == [
+        ("PA", 3, "abc123_000010_000020_predictive"), ("PR", 0, "abc123_000010_000020_predictive")]
+    assert questions[3].choices[0] == "predictive reason 0" and questions[3].question == questions[2].question
+    # First video: all right but the predictive reason; second: the counterfactual answer wrong, D invalid.
+    truth = [q.answer for q in questions]
+    predicted = [*truth[:3], (truth[3] + 1) % 5, *truth[4:6], None, *truth[7:10], (truth[10] + 1) % 5, truth[11]]
+    rows = prediction_rows(questions, predicted)
+    official = official_causal_vidqa_accuracy(nextqa_results(sorted(rows, key=lambda r: r["qid"])))
+    entry = report(rows)["tasks"]["mcq"]
+    assert entry["score"] * 100 == pytest.approx(official["all"]) and entry["units"] == 8
+    assert {t: v * 100 for t, v in entry["per_type"].items()} == pytest.approx(
+        {t: official[t] for t in ("D", "E", "PA", "PR", "CA", "CR")})
+    assert entry["per_category"]["predictive"] * 100 == pytest.approx(official["P"])
+    assert entry["per_category"]["counterfactual"] * 100 == pytest.approx(official["C"])
+    (tmp_path / "evil.pkl").write_bytes(pickle.dumps(Path("x")))
+    with pytest.raises(ManifestError, match=r"evil.pkl: not a Causal-VidQA split file \(holds pathlib"):
+        causal_vidqa(str(tmp_path / "QA"), str(tmp_path), str(tmp_path / "evil.pkl"))
+    (tmp_path / "QA" / "xyz789_000001_000011" / "answer.json").write_text(json.dumps({"descriptive": {}}))
+    with pytest.raises(ManifestError, match=r"xyz789_000001_000011: not a Causal-VidQA question folder \('answer'\)"):
+        causal_vidqa(str(tmp_path / "QA"), str(tmp_path))
 
 
 def test_egoschema_and_jsonl_loaders(tmp_path, sample_dir):

@@ -26,6 +26,9 @@ class Question:
     categories: list[str] = field(default_factory=list)
     # The video's length as the benchmark states it, where its scoring uses it (ActivityNet-RTL).
     duration: float | None = None
+    # Questions that share a unit score as one, right only when all are (Causal-VidQA's answer and
+    # reason); empty: the question is its own unit.
+    unit: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
