@@ -18,8 +18,10 @@ from omegaconf import DictConfig, OmegaConf
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.runner import init_ray
 from vidprep.store.settings import StoreSettings
+from vidprep.pipeline.exports import sample_lines
 from vidprep.pipeline.questions import first_per_type
-from vidprep.pipeline.scoring import is_failure
+from vidprep.pipeline.scoring import is_failure, report
+from vidprep.pipeline.tracking import provenance, write_job_metrics
 from vidprep.stages.agents.base import Question
 from vidprep.stages.agents.tools import VideoTools
 from vidprep.stages.media.files import is_uri
@@ -206,7 +208,13 @@ def answer(cfg: DictConfig) -> AnswerSummary:
                             sum(r["llm_calls"] for r in results),
                             sum(r["cache_hits"] for r in results),
                             time.monotonic() - clock, warnings)
+    settings_now, origin = run_settings(cfg), provenance(cfg)
     store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
                      json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name, "keys": plan.keys,
-                                                                 "settings": run_settings(cfg)}))
+                                                                 "settings": settings_now, "provenance": origin}))
+    rows = store.predictions([key])
+    metrics = report(rows, cfg.prices, cfg.dataset.name)
+    write_job_metrics(key, metrics)
+    if cfg.get("tracker"):
+        instantiate(cfg.tracker).log(key, settings_now, metrics, origin, sample_lines(rows))
     return summary

@@ -114,6 +114,37 @@ def test_multirun_sweep_reuses_the_same_store(answered, precomputed, sample_dir)
     done = subprocess.run(args, capture_output=True, text=True, timeout=600)
     for method in ("videoagent2", "caviar"):
         assert f"({method}): 7 questions, 0 answered now, 7 already answered" in done.stdout, done.stderr[-2000:]
+    # Each job's folder holds its run's metrics; the store holds what the run was made of.
+    recorded = answered[0].answer_runs()
+    for job, method in enumerate(("videoagent2", "caviar")):
+        metrics = json.loads((Path(f"{cfg.store.uri}-sweep") / str(job) / "metrics.json").read_text())
+        assert metrics["tasks"]["mcq"]["questions"] == 4 and "tokens_per_question" in metrics["costs"]
+        origin = recorded[metrics["run_key"]]["provenance"]
+        assert f"method={method}" in origin["overrides"] and origin["config"]["method"]["max_steps"] == 1
+        assert origin["packages"]["lancedb"] and origin["packages"]["vidprep"]
+        # The suite runs from a git checkout (CI clones one).
+        assert len(origin["git"]["commit"]) == 40
+
+
+def test_tracker_mlflow_logs_settings_metrics_and_predictions_to_a_local_store(answered, precomputed, sample_dir,
+                                                                              tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow/mlflow.db"
+    summary = answer(sample_config(precomputed, sample_dir, "random", "tracker=mlflow", f"tracker.tracking_uri={uri}",
+                                   f"tracker.artifact_location={tmp_path}/artifacts"))
+    client = MlflowClient(uri)
+    [run] = client.search_runs([client.get_experiment_by_name("vidprep").experiment_id])
+    assert run.info.run_name == summary.run_key and run.info.status == "FINISHED"
+    assert run.data.params["method._target_"] == '"vidprep.stages.agents.baselines.RandomChoice"'
+    store = answered[0]
+    want = report(store.predictions([summary.run_key]), dataset="sample")["tasks"]["mcq"]
+    assert run.data.metrics["mcq.score"] == pytest.approx(want["score"])
+    assert run.data.metrics["mcq.questions"] == 4 and "costs.tokens_per_question" in run.data.metrics
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"provenance.json", "metrics.json",
+                                                                        "samples.jsonl"}
+    samples = Path(client.download_artifacts(run.info.run_id, "samples.jsonl", str(tmp_path))).read_text()
+    assert len(samples.splitlines()) == 7
 
 
 def test_sweep_on_the_ray_launcher_runs_each_job_as_a_ray_task(precomputed, sample_dir):
@@ -553,3 +584,39 @@ def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precompu
     scores = report([row])
     assert (scores["tasks"]["mcq"]["invalid"], scores["tasks"]["mcq"]["failed"]) == (0, 1)
     assert ", 0 invalid, 1 failed (LLM errors, asked again next run)" in format_report("videoagent2", "k", scores)[1]
+
+
+# Each paper's main-table setting: (experiment, method class, LLM model, vision model, method settings).
+EXPERIMENTS = {
+    "caviar_lvbench": ("CAViAR", "gemini-1.5-flash", "gemini-1.5-flash", {"max_steps": 6}),
+    "direct_lvbench": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {"transcript": False}),
+    "caviar_activitynet_rtl": ("CAViAR", "gemini-1.5-flash", "gemini-1.5-flash", {}),
+    "direct_activitynet_rtl": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {}),
+    "traveler_nextqa": ("TraveLER", "gpt-4-1106-preview", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 5}),
+    "traveler_egoschema": ("TraveLER", "gpt-4-1106-preview", "gpt-4-1106-preview", {"window": 4}),
+    "traveler_perception_test": ("TraveLER", "gpt-3.5-turbo-0125", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 5}),
+    "traveler_star": ("TraveLER", "gpt-3.5-turbo-0125", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 3}),
+    "traveler_causal_vidqa": ("TraveLER", "gpt-3.5-turbo-0125", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 5}),
+    "videoagent2_nextqa": ("VideoAgent2", "gpt-4o-mini", "gpt-4o-mini", {"confidence_threshold": 4}),
+    "videoagent2_egoschema": ("VideoAgent2", "gpt-4o-mini", "gpt-4o-mini", {}),
+    "videoagent2_intentqa": ("VideoAgent2", "gpt-4o-mini", "gpt-4o-mini", {}),
+}
+
+
+def test_every_paper_experiment_composes_and_builds_its_method_and_models(tmp_path):
+    from hydra.utils import instantiate
+
+    from vidprep.conf.checks import check_types
+    from vidprep.jobs.config import config_groups, load_config
+
+    assert sorted(config_groups()["experiment"]) == sorted(EXPERIMENTS)
+    for name, (method, llm_model, vision_model, settings) in EXPERIMENTS.items():
+        cfg = load_config([f"+experiment={name}", f"store.uri={tmp_path / 'db'}"])
+        check_types(cfg.method), check_types(cfg.vision)
+        agent = instantiate(cfg.method, llm=instantiate(cfg.llm.client))
+        vision = instantiate(cfg.vision)
+        assert (type(agent).__name__, agent.llm.model, vision.llm.model) == (method, llm_model, vision_model), name
+        assert all(cfg.method[k] == v for k, v in settings.items()), name
+        assert cfg.dataset.name == name.split("_", 1)[1]
+    lvbench_strategies = load_config(["+experiment=caviar_lvbench"]).method.strategies.mcq
+    assert all("asr_understanding" not in strategy for strategy in lvbench_strategies)

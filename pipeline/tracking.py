@@ -1,0 +1,122 @@
+"""What an answer run is tracked by, so a number can be traced to what made it: the code and packages
+it ran with, its full resolved config and the overrides it was given (recorded with the run in the
+store), its metrics as JSON in its Hydra job folder and, with `tracker=mlflow`, an MLflow run holding
+its settings, metrics, provenance and predictions."""
+
+import json
+import re
+import subprocess
+import tempfile
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from vidprep.conf.checks import require
+
+# The distributions whose versions change what a run computes (the models' runtimes included).
+PACKAGES = ("vidprep", "ray", "lancedb", "pyarrow", "hydra-core", "openai", "numpy", "torch", "transformers",
+            "sentence-transformers", "onnxruntime", "faster-whisper", "llama-cpp-python", "av")
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def git_commit() -> dict | None:
+    """The commit of vidprep's own files and whether they differ from it; None outside a git checkout
+    (an installed wheel)."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        changed = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "."],
+                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "uncommitted_changes": bool(changed)}
+
+
+def provenance(cfg: DictConfig) -> dict:
+    """Packages, code commit, the full resolved config and the command line's overrides (None when the
+    config was composed in code rather than by a Hydra job)."""
+    return {"packages": {name: _version(name) for name in PACKAGES}, "git": git_commit(),
+            "overrides": list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else None,
+            "config": OmegaConf.to_container(cfg, resolve=True)}
+
+
+def write_job_metrics(run_key: str, metrics: dict) -> Path | None:
+    """The run's scores and costs as metrics.json in its Hydra job folder (each job of a sweep has one);
+    None when not run as a Hydra job."""
+    if not HydraConfig.initialized():
+        return None
+    path = Path(HydraConfig.get().runtime.output_dir) / "metrics.json"
+    path.write_text(json.dumps({"run_key": run_key, **metrics}, indent=1) + "\n")
+    return path
+
+
+def flat_metrics(metrics: dict) -> dict[str, float]:
+    """report()'s nested scores and costs as MLflow metric names: mcq.score, mcq.per_type.CW, costs...."""
+    flat = {}
+    for task, entry in metrics["tasks"].items():
+        for name, value in entry.items():
+            if isinstance(value, dict):
+                flat |= {f"{task}.{name}.{group}": v for group, v in value.items()}
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                flat[f"{task}.{name}"] = value
+        if entry["interval"]:
+            flat[f"{task}.interval_low"], flat[f"{task}.interval_high"] = entry["interval"]
+    flat |= {f"costs.{name}": v for name, v in metrics["costs"].items() if isinstance(v, (int, float))}
+    # MLflow names take letters, digits and _ - . / : and spaces only ("R@0.5", LVBench's categories).
+    return {re.sub(r"[^\w\-./: ]", "_", name): float(v) for name, v in flat.items() if v is not None}
+
+
+def flat_params(settings: dict, prefix: str = "") -> dict[str, str]:
+    params = {}
+    for name, value in settings.items():
+        if isinstance(value, dict) and value:
+            params |= flat_params(value, f"{prefix}{name}.")
+        else:
+            # MLflow keeps a parameter's value up to 6,000 characters.
+            params[f"{prefix}{name}"] = json.dumps(value)[:6000]
+    return params
+
+
+class MLflowTracker:
+    """Logs each answer run as an MLflow run named after its key: its settings as params, its scores and
+    costs as metrics, its provenance and predictions (samples.jsonl) as artifacts. Any tracking URI
+    MLflow takes; locally a SQLite file needs no server and no network."""
+
+    def __init__(self, tracking_uri: str, experiment: str, artifact_location: str):
+        require("mlflow", "mlflow", "sqlalchemy", "alembic", needed_by="tracker=mlflow")
+        self.tracking_uri, self.experiment, self.artifact_location = tracking_uri, experiment, artifact_location
+        if tracking_uri.startswith("sqlite:///"):
+            Path(tracking_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+
+    def log(self, run_key: str, settings: dict, metrics: dict, provenance: dict, samples: list[dict]) -> str:
+        """The MLflow run id."""
+        from mlflow.entities import Metric, Param
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(self.tracking_uri)
+        experiment = client.get_experiment_by_name(self.experiment)
+        experiment_id = experiment.experiment_id if experiment else client.create_experiment(
+            self.experiment, artifact_location=Path(self.artifact_location).resolve().as_uri())
+        run = client.create_run(experiment_id, run_name=run_key, tags={"vidprep.run_key": run_key})
+        run_id = run.info.run_id
+        client.log_batch(run_id, params=[Param(k, v) for k, v in flat_params(settings).items()],
+                         metrics=[Metric(k, v, int(time.time() * 1000), 0) for k, v in flat_metrics(metrics).items()])
+        with tempfile.TemporaryDirectory() as folder:
+            files = {"provenance.json": json.dumps(provenance, indent=1),
+                     "metrics.json": json.dumps(metrics, indent=1),
+                     "samples.jsonl": "".join(json.dumps(line) + "\n" for line in samples)}
+            for name, text in files.items():
+                (Path(folder) / name).write_text(text)
+                client.log_artifact(run_id, str(Path(folder) / name))
+        client.set_terminated(run_id)
+        return run_id
