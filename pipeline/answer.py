@@ -57,13 +57,12 @@ def run_settings(cfg: DictConfig) -> dict:
 
 
 def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
-    method = OmegaConf.to_container(cfg.method, resolve=True)
-    vision = OmegaConf.to_container(cfg.vision, resolve=True)
-    llm = OmegaConf.to_container(cfg.llm.client, resolve=True)
+    settings = run_settings(cfg)
+    method, vision = settings["method"], settings["vision"]
     params = {
         "method": method, "method_version": get_class(method["_target_"]).version,
         "prompts": _prompt_hashes([method, vision]),
-        "llm": {k: llm.get(k) for k in LLM_SETTINGS},
+        "llm": settings["llm"]["client"],
         "vision": vision, "search": cfg.search.mode, "dataset": cfg.dataset.name,
     }
     return stage_key("answer", 1, params, keys)

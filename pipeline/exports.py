@@ -47,7 +47,7 @@ def sample_lines(rows: list[dict]) -> list[dict]:
         lines.append({"doc_id": r["qid"], "question": question["question"], "choices": question["choices"],
                       "qtype": r["qtype"], "categories": question.get("categories", []), "target": question["answer"],
                       "prediction": json.loads(r["prediction_json"]) if r["valid"] else None,
-                      "valid": r["valid"], "error": r["error"], "metric": METRIC[r["task"]], "score": score(r),
+                      "valid": r["valid"], "error": r["error"], "metric": METRIC[r["task"]], "score": score(r, question),
                       "trace_id": r["row_id"]})
     return lines
 

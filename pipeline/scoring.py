@@ -36,9 +36,10 @@ def token_f1(predicted: str, truth: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def score(row: dict) -> float | None:
-    """The question's score in 0..1 (None when its ground truth is unknown)."""
-    question = json.loads(row["question_json"])
+def score(row: dict, question: dict | None = None) -> float | None:
+    """The question's score in 0..1 (None when its ground truth is unknown); `question` is the row's
+    question_json, parsed, where the caller has it."""
+    question = question or json.loads(row["question_json"])
     truth = question["answer"]
     if truth is None:
         return None
@@ -87,7 +88,7 @@ CATEGORY_MEAN = {"star"}
 
 def _task_entry(task: str, items: list[dict], dataset: str | None) -> dict:
     questions = [json.loads(r["question_json"]) for r in items]
-    scored = [(r, q, s) for r, q in zip(items, questions) if (s := score(r)) is not None]
+    scored = [(r, q, s) for r, q in zip(items, questions) if (s := score(r, q)) is not None]
     # Questions of one unit (Causal-VidQA's answer and reason) score as one: right only when all are.
     units: dict[str, list] = defaultdict(list)
     for _, q, s in scored:
