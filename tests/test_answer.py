@@ -118,7 +118,7 @@ def test_multirun_sweep_reuses_the_same_store(answered, precomputed, sample_dir)
     recorded = answered[0].answer_runs()
     for job, method in enumerate(("videoagent2", "caviar")):
         metrics = json.loads((Path(f"{cfg.store.uri}-sweep") / str(job) / "metrics.json").read_text())
-        assert metrics["tasks"]["mcq"]["questions"] == 4 and "tokens_per_question" in metrics["costs"]
+        assert metrics["tasks"]["mcq"]["questions"] == 3 and "tokens_per_question" in metrics["costs"]
         origin = recorded[metrics["run_key"]]["provenance"]
         assert f"method={method}" in origin["overrides"] and origin["config"]["method"]["max_steps"] == 1
         assert origin["packages"]["lancedb"] and origin["packages"]["vidprep"]
@@ -140,7 +140,7 @@ def test_tracker_mlflow_logs_settings_metrics_and_predictions_to_a_local_store(a
     store = answered[0]
     want = report(store.predictions([summary.run_key]), dataset="sample")["tasks"]["mcq"]
     assert run.data.metrics["mcq.score"] == pytest.approx(want["score"])
-    assert run.data.metrics["mcq.questions"] == 4 and "costs.tokens_per_question" in run.data.metrics
+    assert run.data.metrics["mcq.questions"] == 3 and "costs.tokens_per_question" in run.data.metrics
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"provenance.json", "metrics.json",
                                                                         "samples.jsonl"}
     samples = Path(client.download_artifacts(run.info.run_id, "samples.jsonl", str(tmp_path))).read_text()
