@@ -1,7 +1,9 @@
 """vidprep serve-llm: llama.cpp's OpenAI-compatible server with the shipped SmolLM2.
 
 Jobs whose config says `llm=local` call `ensure_local_llm`, which starts the server in the
-background when nothing answers on its port yet, and leaves it running for the next job.
+background when nothing listens on its port yet, and leaves it running for the next job. Commands
+started at once share one server: a lock per port lets one of them start it while the others wait
+for it to answer.
 
 The server evaluates every request from an empty KV cache. llama-cpp-python reuses the previous
 request's cache for a shared prompt prefix, and the reused part and the re-evaluated part round
@@ -15,10 +17,12 @@ import importlib.util
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
+from filelock import FileLock
 from omegaconf import DictConfig
 
 from vidprep.jobs.config import add_overrides, load_config
@@ -54,26 +58,34 @@ def is_listening(server: DictConfig) -> bool:
         return False
 
 
-def ensure_local_llm(llm: DictConfig, log: Path | None = None) -> subprocess.Popen | None:
-    """Start the local server unless one answers already; its process, or None when another one serves."""
-    if not llm.server or is_serving(llm.server):
-        return None
-    if log:
-        log.parent.mkdir(parents=True, exist_ok=True)
-    output = open(log, "ab") if log else subprocess.DEVNULL
-    process = subprocess.Popen(server_command(llm.server, llm.client.model), stdout=output,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + llm.server.startup_timeout_s
-    while not is_serving(llm.server):
-        # Jobs of a parallel sweep may each start one: the first to bind the port serves, the others
-        # exit on it, so an exit is a failure only when nothing listens there.
-        exited = process.poll() is not None and not is_listening(llm.server)
-        if exited or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"the local LLM server did not start on {llm.server.host}:{llm.server.port}"
-                               + (f"; see {log}" if log else ""))
+def _wait_until_serving(server: DictConfig, process: subprocess.Popen | None, log: Path | None) -> None:
+    """Until the server answers; a busy one (a long completion under way) answers late, not never."""
+    deadline = time.monotonic() + server.startup_timeout_s
+    while not is_serving(server):
+        if (process is not None and process.poll() is not None) or time.monotonic() > deadline:
+            if process is not None:
+                process.kill()
+            raise RuntimeError(f"the local LLM server did not answer on {server.host}:{server.port} within "
+                               f"{server.startup_timeout_s} s" + (f"; see {log}" if log else ""))
         time.sleep(0.5)
-    return process if process.poll() is None else None
+
+
+def ensure_local_llm(llm: DictConfig, log: Path | None = None) -> subprocess.Popen | None:
+    """Start the local server unless one listens already; its process, or None when another one serves."""
+    if not llm.server:
+        return None
+    # One starter per port on this machine: a command that finds the port taken waits for that server.
+    with FileLock(Path(tempfile.gettempdir()) / f"vidprep-llm-{llm.server.host}-{llm.server.port}.lock"):
+        if is_listening(llm.server):
+            _wait_until_serving(llm.server, None, log)
+            return None
+        if log:
+            log.parent.mkdir(parents=True, exist_ok=True)
+        output = open(log, "ab") if log else subprocess.DEVNULL
+        process = subprocess.Popen(server_command(llm.server, llm.client.model), stdout=output,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        _wait_until_serving(llm.server, process, log)
+        return process
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

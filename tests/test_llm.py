@@ -177,3 +177,74 @@ def test_summary_reasons_first_over_captions_in_chunks_then_combines(server):
         schema = request["response_format"]["json_schema"]["schema"]
         assert list(schema["properties"]) == ["reasoning", "summary"]
         assert 'In "reasoning"' in request["messages"][0]["content"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+ENSURE = """import sys
+from pathlib import Path
+from vidprep.jobs.config import load_config
+from vidprep.jobs.serve_llm import ensure_local_llm
+process = ensure_local_llm(load_config(["llm.server.port=" + sys.argv[1]]).llm, Path(sys.argv[2]))
+print("started", process.pid) if process else print("shared")
+"""
+
+
+def test_two_commands_started_at_once_share_one_embedded_llm_server(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    port = str(_free_port())
+    commands = [subprocess.Popen([sys.executable, "-c", ENSURE, port, str(tmp_path / f"server{i}.log")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outputs = [command.communicate(timeout=300) for command in commands]
+    said = sorted(out.split()[0] for out, _ in outputs if out)
+    started = [int(out.split()[1]) for out, _ in outputs if out.startswith("started")]
+    try:
+        assert said == ["shared", "started"], [err[-1000:] for _, err in outputs]
+        # One server was started: one log, and no second server that failed to bind the port.
+        logs = [log.read_text() for log in tmp_path.glob("server*.log")]
+        assert len(logs) == 1 and "address already in use" not in logs[0]
+    finally:
+        for pid in started:
+            os.kill(pid, signal.SIGTERM)
+
+
+def test_a_busy_server_is_waited_for_not_started_again(tmp_path):
+    """A server that listens but answers its health check late (busy with a long completion)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from vidprep.jobs.config import load_config
+    from vidprep.jobs.serve_llm import ensure_local_llm
+
+    asked = []
+
+    class Busy(BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            if len(asked) < 3:
+                time.sleep(3)  # beyond the 2 s health check
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"data": []}')
+
+        def log_message(self, *args):
+            pass
+
+    busy = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=busy.serve_forever, daemon=True).start()
+    try:
+        cfg = load_config([f"llm.server.port={busy.server_address[1]}"])
+        assert ensure_local_llm(cfg.llm, tmp_path / "server.log") is None
+        assert len(asked) >= 3 and not (tmp_path / "server.log").exists()
+    finally:
+        busy.shutdown()
