@@ -11,7 +11,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vidprep.jobs.config import add_overrides, hydra_job_argv
-from vidprep.jobs.errors import finish, user_errors
+from vidprep.jobs.errors import finish, job_started, user_errors
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +28,8 @@ def job(cfg: DictConfig) -> None:
     from vidprep.jobs.serve_llm import ensure_local_llm
     from vidprep.pipeline.answer import answer
 
+    clock = job_started()
     with user_errors():
         ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
-        summary = answer(cfg)
+        summary = answer(cfg, clock)
     finish(summary.lines(), summary.failed)

@@ -33,6 +33,8 @@ COMMANDS = {
 def parser(command: str | None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
     """The whole command line; only the named command's module is imported (help and completion stay fast)."""
     top = argparse.ArgumentParser(prog="vidprep", description=__doc__.split("\n\n")[0])
+    top.add_argument("-v", "--verbose", action="store_true",
+                     help="show Ray's own logs and progress bars (otherwise in DATA_DIR/logs/ray.log)")
     commands = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = None
     for name, (module_name, summary) in COMMANDS.items():
@@ -53,6 +55,10 @@ def main() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     # A model load is not progress the user waits on; its bars would bury a one-line error.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # `vidprep -v COMMAND`: Ray's own logs and progress bars in the terminal (config ray.verbose).
+    if sys.argv[1:2] in (["-v"], ["--verbose"]):
+        del sys.argv[1]
+        os.environ["VIDPREP_VERBOSE"] = "true"
     completing = "_ARGCOMPLETE" in os.environ
     words = os.environ.get("COMP_LINE", "").split()[1:] if completing else sys.argv[1:]
     command = words[0] if words and words[0] in COMMANDS else None

@@ -1,7 +1,9 @@
 """Turning the user's mistakes (bad config, bad manifest) into one clear line instead of a traceback,
-and the exit statuses every command shares."""
+the exit statuses every command shares, and the clock a command's summary measures its time by."""
 
 import sys
+import time
+from pathlib import Path
 from contextlib import contextmanager
 
 from hydra.errors import (
@@ -49,18 +51,35 @@ def _exit(error: Exception) -> None:
     sys.exit(EXIT_USER_ERROR)
 
 
+# This module is imported as a command starts, so a summary's wall time is the command's (imports, the
+# LLM server's start and Ray's included), not only its pipeline's.
+_command_started: float | None = time.monotonic()
+
+
+def job_started() -> float:
+    """When the calling job started: the command's start for its first job, now for each later job of a sweep."""
+    global _command_started
+    started, _command_started = _command_started, None
+    return time.monotonic() if started is None else started
+
+
 # Jobs of this process's sweep that had failures: the sweep runs every job, then exits with EXIT_FAILURES.
 jobs_with_failures = 0
 
 
 def finish(lines: list[str], failed: int) -> None:
-    """Print a run's summary; exit with EXIT_FAILURES when anything in it failed (a sweep's job lets the
+    """Print a run's summary (and keep it in a Hydra job's log); exit with EXIT_FAILURES when anything in it failed (a sweep's job lets the
     sweep go on, and `vidprep` exits so once it is over)."""
     global jobs_with_failures
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     print("\n".join(lines))
+    if HydraConfig.initialized():
+        # The job's log in its Hydra folder (each job of a sweep has one) keeps what it printed.
+        job = HydraConfig.get()
+        with open(Path(job.runtime.output_dir) / f"{job.job.name}.log", "a") as log:
+            log.write("\n".join(lines) + "\n")
     if not failed:
         return
     print(f"{failed} failed (see above)", file=sys.stderr)

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from vidprep.jobs.config import add_overrides, load_config, quoted_for_hydra
-from vidprep.jobs.errors import finish
+from vidprep.jobs.errors import finish, job_started
 from vidprep.jobs.serve_llm import ensure_local_llm
 from vidprep.pipeline.imported import import_captions
 from vidprep.stages.imported import FORMATS
@@ -36,5 +36,5 @@ def run(args: argparse.Namespace) -> None:
     cfg = load_config(overrides)
     if "summary" in cfg.stages:
         ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
-    summary = import_captions(cfg)
+    summary = import_captions(cfg, job_started())
     finish(summary.lines(), summary.failed)

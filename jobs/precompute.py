@@ -11,7 +11,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vidprep.jobs.config import add_overrides, hydra_job_argv
-from vidprep.jobs.errors import finish, user_errors
+from vidprep.jobs.errors import finish, job_started, user_errors
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,11 +31,12 @@ def job(cfg: DictConfig) -> None:
     from vidprep.jobs.serve_llm import ensure_local_llm
     from vidprep.pipeline.precompute import precompute
 
+    clock = job_started()
     with user_errors():
         manifest = cfg.dataset.manifest  # unset, it is named before the LLM server or Ray start
         if cfg.dataset.make_sample:
             make_sample(manifest)
         if "summary" in cfg.stages:
             ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
-        summary = precompute(cfg)
+        summary = precompute(cfg, clock)
     finish(summary.lines(), summary.failed)

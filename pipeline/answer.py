@@ -19,6 +19,7 @@ from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.runner import init_ray
 from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.exports import sample_lines
+from vidprep.pipeline.progress import Progress
 from vidprep.pipeline.questions import first_per_type
 from vidprep.pipeline.scoring import is_failure, report
 from vidprep.pipeline.tracking import provenance, write_job_metrics
@@ -160,8 +161,8 @@ def questions_source(loader: DictConfig) -> str:
                      for name, value in loader.items() if name != "_target_" and value is not None)
 
 
-def answer(cfg: DictConfig) -> AnswerSummary:
-    started, clock = utcnow(), time.monotonic()
+def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
+    started, clock = utcnow(), time.monotonic() if clock is None else clock
     for setting, low in (("workers", 1), ("num_cpus", 0), ("per_type", 0), ("limit", 0)):
         check_range(f"answer.{setting}", cfg.answer[setting], low)
     check_search_mode(cfg.search.mode)
@@ -195,12 +196,15 @@ def answer(cfg: DictConfig) -> AnswerSummary:
         check_endpoints(OmegaConf.to_container(cfg, resolve=True))
         init_ray(cfg.ray)
         pool = ray.data.ActorPoolStrategy(size=cfg.answer.workers)
-        results = (ray.data.from_items(pending)
-                   .map(AnswerWorker, fn_constructor_kwargs=dict(
-                       cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys, key=key,
-                       api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True))),
-                        compute=pool, num_cpus=cfg.answer.num_cpus)
-                   .take_all())
+        answered_now = (ray.data.from_items(pending)
+                        .map(AnswerWorker, fn_constructor_kwargs=dict(
+                            cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys,
+                            key=key, api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True))),
+                             compute=pool, num_cpus=cfg.answer.num_cpus))
+        with Progress("questions", len(pending)) as progress:
+            for result in answered_now.iter_rows():
+                results.append(result)
+                progress.advance(1, int(result["failed"]))
     summary = AnswerSummary(key, agent.name, len(questions), len(results),
                             len(questions) - len(pending), sum(not r["valid"] and not r["failed"] for r in results),
                             sum(r["failed"] for r in results), questions_source(cfg.dataset.questions),

@@ -35,8 +35,8 @@ def _question_paths(cfg: DictConfig) -> dict[str, str]:
     return {Path(q.video).stem: q.video for q in instantiate(cfg.dataset.questions, _convert_="all")}
 
 
-def import_captions(cfg: DictConfig) -> Summary:
-    started, clock = utcnow(), time.monotonic()
+def import_captions(cfg: DictConfig, clock: float | None = None) -> Summary:
+    started, clock = utcnow(), time.monotonic() if clock is None else clock
     plan = build_plan(cfg.stages)
     source = plan.stages.get("frame_captions")
     if plan.probe is not None or not isinstance(source, ImportedCaptions):

@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from vidprep.pipeline.executor import describe_error
 from vidprep.pipeline.manifest import read_manifest
 from vidprep.pipeline.plan import Plan, build_plan
+from vidprep.pipeline.progress import Progress
 from vidprep.pipeline.runner import init_ray, stage_maps, video_groups
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.models.llm import check_endpoints
@@ -130,8 +131,8 @@ def register_plan(store: Store, plan: Plan) -> None:
         store.register_stage_config(plan.keys[name], name, plan.stages[name].version, plan.describe(name))
 
 
-def precompute(cfg: DictConfig) -> Summary:
-    started, clock = utcnow(), time.monotonic()
+def precompute(cfg: DictConfig, clock: float | None = None) -> Summary:
+    started, clock = utcnow(), time.monotonic() if clock is None else clock
     run_id = new_run_id()
     plan = build_plan(cfg.stages)
     if plan.probe is None:
@@ -193,14 +194,17 @@ def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: li
         # One schema for every group, so that a column empty in one group has the type it has in others.
         columns = pa.Table.from_pylist(pending).schema
         blocks = ray.data.from_arrow([pa.Table.from_pylist(group, columns) for group in groups])
-        for group in stage_maps(blocks, cfg, plan, settings, run_id).iter_batches(batch_size=None,
-                                                                                  batch_format="pyarrow"):
-            finished += group.to_pylist()
-            # Each group's writes leave small fragments and rows outside the scalar indexes: folding
-            # them in as the run goes keeps a write and a read as fast at the end of a run as at its start.
-            if every and len(finished) - compacted_at >= every:
-                store.compact()
-                compacted_at = len(finished)
+        with Progress("videos", len(pending)) as progress:
+            for group in stage_maps(blocks, cfg, plan, settings, run_id).iter_batches(batch_size=None,
+                                                                                      batch_format="pyarrow"):
+                records = group.to_pylist()
+                finished += records
+                progress.advance(len(records), sum(bool(r["failed_stage"]) for r in records))
+                # Each group's writes leave small fragments and rows outside the scalar indexes: folding
+                # them in as the run goes keeps a write and a read as fast at the end of a run as at its start.
+                if every and len(finished) - compacted_at >= every:
+                    store.compact()
+                    compacted_at = len(finished)
     for record in finished:
         for name in plan.stages:
             rows = record[f"rows__{name}"]

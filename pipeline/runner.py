@@ -2,8 +2,10 @@
 as Ray Data maps. Stateless stages run as Ray tasks; stages that hold a model run in an actor pool, so
 the model loads once per actor. Each map is named after its stage (`Map(frame_embeddings)`)."""
 
+import json
 import logging
 import os
+from pathlib import Path
 
 import pyarrow as pa
 import ray
@@ -17,9 +19,38 @@ from vidprep.store.settings import StoreSettings
 from vidprep.store.store import Store
 
 
+def _ray_logs_to(path: Path) -> None:
+    """Ray's and Ray Data's log records into `path` instead of the terminal. Ray prints through
+    subclasses of StreamHandler (its file handlers stay); Ray Data sets its loggers up again from
+    RAY_DATA_LOGGING_CONFIG (or its own config, which prints) whenever a dataset starts, in the
+    driver and in its workers, which inherit the variable."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    layout = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    ray_data_config = path.with_name(path.name + ".ray-data.json")
+    ray_data_config.write_text(json.dumps({
+        "version": 1, "disable_existing_loggers": False, "formatters": {"plain": {"format": layout}},
+        "handlers": {"file": {"class": "logging.FileHandler", "filename": str(path.resolve()), "level": "INFO",
+                              "formatter": "plain"}},
+        "loggers": {"ray.data": {"level": "INFO", "handlers": ["file"], "propagate": False}}}))
+    os.environ["RAY_DATA_LOGGING_CONFIG"] = str(ray_data_config.resolve())
+    handler = logging.FileHandler(path)
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter(layout))
+    for name in ("ray", "ray.data"):
+        logger = logging.getLogger(name)
+        for shown in [h for h in logger.handlers
+                      if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]:
+            logger.removeHandler(shown)
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
 def init_ray(cfg: DictConfig) -> float:
-    """Start or join Ray as `cfg` says; the CPUs of the cluster."""
+    """Start or join Ray as `cfg` says; the CPUs of the cluster. Unless `cfg.verbose`, Ray's own logs go
+    to `cfg.log_file` and the command's progress display is all the terminal shows."""
     if not ray.is_initialized():
+        if not cfg.verbose:
+            _ray_logs_to(Path(cfg.log_file))
         local = {} if cfg.address else {"num_cpus": cfg.num_cpus}
         ray.init(address=cfg.address or None, include_dashboard=False, log_to_driver=cfg.log_to_driver, **local,
                  configure_logging=True, logging_level="WARNING")

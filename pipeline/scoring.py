@@ -91,8 +91,8 @@ def _task_entry(task: str, items: list[dict], dataset: str | None) -> dict:
     scored = [(r, q, s) for r, q in zip(items, questions) if (s := score(r, q)) is not None]
     # Questions of one unit (Causal-VidQA's answer and reason) score as one: right only when all are.
     units: dict[str, list] = defaultdict(list)
-    for _, q, s in scored:
-        units[q.get("unit") or q["qid"]].append((q, s))
+    for i, (_, q, s) in enumerate(scored):
+        units[q.get("unit") or i].append((q, s))
     unit_scores = [(parts[0][0], min(s for _, s in parts)) for parts in units.values()]
     # Rows stored before these columns existed hold nulls.
     failed = sum(is_failure(r.get("error") or "") for r in items)

@@ -117,7 +117,9 @@ def test_multirun_sweep_reuses_the_same_store(answered, precomputed, sample_dir)
     # Each job's folder holds its run's metrics; the store holds what the run was made of.
     recorded = answered[0].answer_runs()
     for job, method in enumerate(("videoagent2", "caviar")):
-        metrics = json.loads((Path(f"{cfg.store.uri}-sweep") / str(job) / "metrics.json").read_text())
+        folder = Path(f"{cfg.store.uri}-sweep") / str(job)
+        assert f"({method}): 7 questions, 0 answered now" in (folder / "answer.log").read_text()
+        metrics = json.loads((folder / "metrics.json").read_text())
         assert metrics["tasks"]["mcq"]["questions"] == 3 and "tokens_per_question" in metrics["costs"]
         origin = recorded[metrics["run_key"]]["provenance"]
         assert f"method={method}" in origin["overrides"] and origin["config"]["method"]["max_steps"] == 1

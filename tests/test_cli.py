@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -143,8 +144,17 @@ def test_damaged_and_odd_files_end_with_a_summary_a_failure_exit_and_one_line_er
     (folder / "damaged.mp4").write_bytes((SHARED_VIDEOS / "corrupted.mp4").read_bytes())
     ffmpeg("-f", "lavfi", "-i", "sine=d=1", "-c:a", "aac", folder / "tone.m4a")
     store = f"store.uri={tmp_path / 'db'}"
-    done = vidprep("precompute", store, "dataset=folder", f"dataset.manifest={folder}", "ray.progress_bars=false")
+    started = time.monotonic()
+    done = vidprep("precompute", store, "dataset=folder", f"dataset.manifest={folder}", f"data_dir={tmp_path / 'data'}")
+    elapsed = time.monotonic() - started
     assert done.returncode == 3, done.stderr[-3000:]
+    # The summary's wall time is the command's (imports, model loads and Ray's start included).
+    wall = float(done.stdout.split("wall time: ")[1].split(" s")[0])
+    assert 0.8 * elapsed < wall <= elapsed
+    # In a pipe: the command's own progress lines, Ray's logs in the data folder's log file, not here.
+    assert "videos: 2/2 done, 1 failed" in done.stderr
+    assert "streaming_executor" not in done.stderr and "Token authentication" not in done.stderr, done.stderr
+    assert "streaming_executor" in (tmp_path / "data" / "logs" / "ray.log").read_text()
     assert "videos: 2 (1 done, 0 skipped as complete, 1 failed" in done.stdout
     assert "not videos, skipped: 2 (more/, tone.m4a)" in done.stdout
     assert f"PARTIAL {folder / 'damaged.mp4'}: partial: " in done.stdout and "Invalid NAL unit size" in done.stdout
@@ -154,15 +164,13 @@ def test_damaged_and_odd_files_end_with_a_summary_a_failure_exit_and_one_line_er
     assert shown.returncode == 0 and "failed (not complete since):" in shown.stdout
     assert "frames (frames-" in shown.stdout and "no frame could be decoded" in shown.stdout
     assert "(partial: " in vidprep("show", "damaged", store).stdout
-    for command in (["search", "zeroed", "a cat"], ["show", "nothing-here"]):
+    for command in (["search", "zeroed", "a cat"], ["show", "nothing-here"], ["-v", "show", "nothing-here"]):
         missing = vidprep(*command, store)
         lines = missing.stderr.strip().splitlines()
         assert missing.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), missing.stderr
 
 
 def test_an_unreachable_llm_endpoint_stops_the_run_at_once_naming_it(tmp_path, sample_dir):
-    import time
-
     started = time.monotonic()
     done = vidprep("precompute", f"store.uri={tmp_path / 'db'}", "dataset=folder", f"dataset.manifest={sample_dir}",
                    "llm=openai", "llm.client.base_url=http://127.0.0.1:9/v1", "ray.progress_bars=false")
@@ -233,3 +241,20 @@ def test_a_new_stage_is_its_module_its_artifact_declaration_and_its_config(tmp_p
     lines = shown.stdout.split("brightness:\n")[1].splitlines()[:16]
     # The sample's first scene is the astronaut photo, its third the darker coffee cup.
     assert lines[0].startswith("  t=0.0s brightness ") and lines[15].startswith("  t=15.0s brightness "), lines
+
+
+def test_progress_in_a_pipe_is_a_line_every_few_seconds_and_one_at_the_end():
+    import io
+
+    from vidprep.pipeline.progress import Progress
+
+    out = io.StringIO()
+    with Progress("videos", 4, stream=out, every_s=0.2) as progress:
+        progress.advance(1)
+        time.sleep(0.25)
+        progress.advance(1, 1)
+        progress.advance(1)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("videos: 2/4 done, 1 failed, ") and lines[0].endswith(" s left")
+    assert lines[1].startswith("videos: 3/4 done, 1 failed, ")
