@@ -7,30 +7,21 @@ import json
 
 from vidprep.jobs.config import add_overrides, config_groups, load_config
 from vidprep.pipeline.answer import run_settings
+from vidprep.pipeline.tracking import flatten
 from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.scoring import format_comparison, format_report, report
 from vidprep.store.store import ArtifactMissing
 
 
-def _flat(tree: dict, prefix: str = "") -> dict:
-    flat = {}
-    for name, value in tree.items():
-        if isinstance(value, dict) and value:
-            flat |= _flat(value, f"{prefix}{name}.")
-        else:
-            flat[f"{prefix}{name}"] = value
-    return flat
-
-
 def method_defaults() -> dict[str, dict]:
     """Each `method=` option's default settings, flattened."""
-    return {option: _flat(run_settings(load_config([f"method={option}"]))) for option in config_groups()["method"]}
+    return {option: flatten(run_settings(load_config([f"method={option}"]))) for option in config_groups()["method"]}
 
 
 def beyond_defaults(settings: dict, defaults: dict[str, dict]) -> str:
     """A run's settings as overrides of the method option they differ least from:
     "method=videoagent2 method.max_steps=1 llm.client.model=...", not only its key."""
-    recorded = _flat(settings)
+    recorded = flatten(settings)
     changes = {option: {name: value for name, value in recorded.items() if default.get(name, ...) != value}
                for option, default in defaults.items()}
     option = min(changes, key=lambda o: len(changes[o]))

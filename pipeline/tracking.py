@@ -76,15 +76,20 @@ def flat_metrics(metrics: dict) -> dict[str, float]:
     return {re.sub(r"[^\w\-./: ]", "_", name): float(v) for name, v in flat.items() if v is not None}
 
 
-def flat_params(settings: dict, prefix: str = "") -> dict[str, str]:
-    params = {}
-    for name, value in settings.items():
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """Nested settings as dotted names: {"method": {"max_steps": 1}} -> {"method.max_steps": 1}."""
+    flat = {}
+    for name, value in tree.items():
         if isinstance(value, dict) and value:
-            params |= flat_params(value, f"{prefix}{name}.")
+            flat |= flatten(value, f"{prefix}{name}.")
         else:
-            # MLflow keeps a parameter's value up to 6,000 characters.
-            params[f"{prefix}{name}"] = json.dumps(value)[:6000]
-    return params
+            flat[f"{prefix}{name}"] = value
+    return flat
+
+
+def flat_params(settings: dict) -> dict[str, str]:
+    # MLflow keeps a parameter's value up to 6,000 characters.
+    return {name: json.dumps(value)[:6000] for name, value in flatten(settings).items()}
 
 
 class MLflowTracker:
