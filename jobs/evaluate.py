@@ -3,11 +3,10 @@ benchmark's own script computes them, with 95% intervals, invalid answers and LL
 apart, and costs; several runs are then compared on the questions they all answered."""
 
 import argparse
-import json
 
 from vidprep.jobs.config import add_overrides, config_groups, load_config
 from vidprep.pipeline.answer import run_settings
-from vidprep.pipeline.tracking import flatten
+from vidprep.pipeline.tracking import beyond_defaults, flatten
 from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.scoring import format_comparison, format_report, report
 from vidprep.store.store import ArtifactMissing
@@ -16,17 +15,6 @@ from vidprep.store.store import ArtifactMissing
 def method_defaults() -> dict[str, dict]:
     """Each `method=` option's default settings, flattened."""
     return {option: flatten(run_settings(load_config([f"method={option}"]))) for option in config_groups()["method"]}
-
-
-def beyond_defaults(settings: dict, defaults: dict[str, dict]) -> str:
-    """A run's settings as overrides of the method option they differ least from:
-    "method=videoagent2 method.max_steps=1 llm.client.model=...", not only its key."""
-    recorded = flatten(settings)
-    changes = {option: {name: value for name, value in recorded.items() if default.get(name, ...) != value}
-               for option, default in defaults.items()}
-    option = min(changes, key=lambda o: len(changes[o]))
-    changed = (f"{name}={json.dumps(value)}" for name, value in sorted(changes[option].items()))
-    return " ".join([f"method={option}", *changed])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
-"""vidprep report [RUN_KEY ...] [--out DIR] [--serve]: a static HTML report of answer runs (all in the store by default), one folder that opens from disk; --serve also serves it on
-127.0.0.1."""
+"""vidprep report [--run KEY ...] [--out DIR] [--serve]: a static HTML report of answer runs (all in the
+store by default), one folder that opens from disk; --serve also serves it on 127.0.0.1."""
 
 import argparse
 import functools
@@ -7,6 +7,7 @@ import http.server
 from pathlib import Path
 
 from vidprep.jobs.config import add_overrides, load_config
+from vidprep.jobs.evaluate import method_defaults
 from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.report import ReportWriter
 
@@ -30,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     cfg = load_config(args.overrides)
     out = Path(args.out or Path(cfg.data_dir) / "report")
-    index = ReportWriter(StoreSettings.from_config(cfg.store).open(), out, cfg.prices).write(args.run)
+    index = ReportWriter(StoreSettings.from_config(cfg.store).open(), out, cfg.prices, method_defaults()).write(
+        args.run)
     print(f"report: {index}")
     if args.serve:
         serve(out, args.port)

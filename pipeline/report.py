@@ -1,54 +1,39 @@
 """A static HTML report of answer runs: one folder that opens from disk, no server, no network.
 
-index.html (and page-N.html): scores per method and question type, costs, accuracy against cost,
-and the questions, paginated. questions/Q.html: the question, the answer, a timeline of the video
-(segment captions, transcript lines, every timestamp the method visited), thumbnails of the frames
-it used and every step of its trace. videos/V.html: a video's precomputed artifacts. Every text
-from a model or a dataset goes through `html.escape`.
+index.html compares the runs: scores with their 95% intervals on the questions every run answered,
+per type, costs per question, the settings that differ from each method's defaults, and score
+against cost as a chart. questions.html lists every answer with its outcome, filtered by method,
+type, outcome and where methods disagree (the filters also read the page's query string:
+questions.html?method=traveler&outcome=wrong). questions/Q.html: the question, every run's answer,
+a timeline of the video on a time axis (segment captions, speech, the true and predicted spans, the
+frames visited at each step), the frames used by step and the trace. videos/V.html: a video's
+precomputed artifacts.
+
+Pages come from Jinja2 templates with autoescaping, so no model or dataset text is ever markup;
+charts are Plotly figures (its JavaScript ships in the plotly wheel and is copied into the folder).
 """
 
-import html
 import json
 import re
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
-from vidprep.pipeline.scoring import METRIC, format_usd, report, score
+import jinja2
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from vidprep.pipeline.scoring import METRIC, format_score, format_usd, is_failure, report, score
+from vidprep.pipeline.tracking import beyond_defaults
 from vidprep.store.artifacts import ARTIFACTS
 from vidprep.store.store import ArtifactMissing, Store
 
-PAGE_SIZE = 100
-# The artifacts a question's timeline draws: those shown whose rows span time.
-def _timeline_artifacts() -> list:
-    return [a for a in ARTIFACTS.values() if a.title and {"start", "end"} <= set(a.columns)]
-# The only script in a report (ours, no model text): how many thumbnails actually loaded, for a look
-# at the DOM (the tests read it through headless Chromium).
-COUNT_LOADED = ("<script>window.addEventListener('load', () => { document.body.dataset.imagesLoaded = "
-                "[...document.images].filter(i => i.complete && i.naturalWidth > 0).length; });</script>")
-STYLE = """
-.warning { color: #b45309; font-size: 0.85em; }
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; }
-th { background: #f3f3f3; } .bad { color: #b00; } .ok { color: #070; } pre { white-space: pre-wrap; }
-.timeline { position: relative; height: 74px; background: #f6f6f6; border: 1px solid #ccc; margin: 1em 0; }
-.segment_captions { position: absolute; top: 0; height: 24px; background: #cfe3ff; border-right: 1px solid #fff;
-           overflow: hidden; font-size: 11px; }
-.transcripts { position: absolute; top: 26px; height: 20px; background: #ffe2b8; font-size: 11px; overflow: hidden; }
-.visit { position: absolute; top: 48px; width: 2px; height: 24px; background: #d22; }
-.thumbs img, .strip img { height: 90px; margin: 2px; } details { margin: .4em 0; }
-summary { cursor: pointer; }
-"""
-
-
-def esc(value) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _page(title: str, body: str, depth: int = 0) -> str:
-    up = "../" * depth
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
-            f"<link rel='stylesheet' href='{up}style.css'></head><body>"
-            f"<p><a href='{up}index.html'>runs</a></p><h1>{esc(title)}</h1>{body}{COUNT_LOADED}</body></html>")
+TEMPLATES = Path(__file__).resolve().parent / "report_templates"
+# A span or an open answer counts as right from this score (IoU / token F1) on, as P@0.5 counts it.
+RIGHT_FROM = 0.5
+# The timeline's lanes, top to bottom, and their colours; visits are coloured by step.
+LANE_COLOURS = {"true span": "#2a9d3a", "predicted span": "#d62728", "segment captions": "#7fa7e0",
+                "transcript": "#f2a950"}
 
 
 def _name(text: str) -> str:
@@ -56,37 +41,85 @@ def _name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
 
 
-def _table(header: list[str], rows: list[list]) -> str:
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+def question_file(row: dict) -> str:
+    return f"questions/{_name(row['run_key'])}_{_name(row['qid'])}.html"
 
 
-def _cost_plot(points: list[tuple[str, float, float]]) -> str:
-    """Main score (y) against tokens per question (x), one labelled point per method, as inline SVG."""
-    if not points:
-        return ""
-    width, height, pad, labels = 640, 260, 40, 130
-    most = max(x for _, x, _ in points) or 1.0
-    marks = []
-    for label, x, y in points:
-        cx, cy = pad + x / most * (width - 2 * pad - labels), height - pad - y * (height - 2 * pad)
-        marks.append(f"<circle cx='{cx:.1f}' cy='{cy:.1f}' r='5' fill='#36c'/>"
-                     f"<text x='{cx + 7:.1f}' y='{cy - 7:.1f}' font-size='12'>{esc(label)}</text>")
-    axes = (f"<line x1='{pad}' y1='{height - pad}' x2='{width - pad}' y2='{height - pad}' stroke='#888'/>"
-            f"<line x1='{pad}' y1='{pad}' x2='{pad}' y2='{height - pad}' stroke='#888'/>"
-            f"<text x='{width / 2}' y='{height - 8}' font-size='12' text-anchor='middle'>tokens per question "
-            f"(max {most:.0f})</text><text x='12' y='{height / 2}' font-size='12' "
-            f"transform='rotate(-90 12 {height / 2})' text-anchor='middle'>score (0-1)</text>")
-    return f"<svg id='cost-plot' width='{width}' height='{height}'>{axes}{''.join(marks)}</svg>"
+def outcome(row: dict, question: dict) -> str:
+    """failed (LLM errors), invalid, unknown (no ground truth), right or wrong."""
+    if not row["valid"]:
+        return "failed" if is_failure(row.get("error") or "") else "invalid"
+    value = score(row, question)
+    if value is None:
+        return "unknown"
+    return "right" if (value == 1.0 if row["task"] == "mcq" else value >= RIGHT_FROM) else "wrong"
+
+
+def _figure(figure: go.Figure) -> dict:
+    """A figure as the JSON Plotly.newPlot takes (the page's script draws it)."""
+    return json.loads(figure.to_json())
+
+
+def cost_figure(points: list[dict]) -> dict:
+    """Score against tokens per question: one colour per method, a point per run and task with its 95%
+    interval as an error bar."""
+    figure = go.Figure()
+    for method in sorted({p["method"] for p in points}):
+        mine = [p for p in points if p["method"] == method]
+        figure.add_scatter(
+            name=method, mode="markers", x=[p["tokens"] for p in mine], y=[p["score"] for p in mine],
+            marker={"size": 11, "symbol": [{"mcq": "circle", "rtl": "diamond", "open": "square"}[p["task"]]
+                                           for p in mine]},
+            error_y={"type": "data", "symmetric": False, "array": [p["high"] - p["score"] for p in mine],
+                     "arrayminus": [p["score"] - p["low"] for p in mine]},
+            customdata=[[p["run_key"], p["task"], METRIC[p["task"]]] for p in mine],
+            hovertemplate="%{customdata[0]}<br>%{customdata[1]}: %{customdata[2]} %{y:.3f}<br>"
+                          "%{x:.0f} tokens per question<extra>" + method + "</extra>")
+    figure.update_layout(
+        height=380, margin={"l": 70, "r": 20, "t": 20, "b": 60}, legend_title_text="method",
+        xaxis={"title": {"text": "tokens per question"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": "score (accuracy, mIoU or token F1)"}, "range": [0, 1.05]})
+    return _figure(figure)
+
+
+def timeline_figure(duration: float, lanes: dict[str, list[tuple[float, float, str]]],
+                    visits: list[tuple[int, float, str]]) -> dict:
+    """The video on a time axis in seconds: a lane of bars per artifact or span (hover: its text), and a
+    lane of the frames visited, one mark per visit labelled with its step."""
+    figure = go.Figure()
+    for lane, spans in lanes.items():
+        if spans:
+            figure.add_bar(
+                name=lane, orientation="h", y=[lane] * len(spans), base=[s for s, _, _ in spans],
+                x=[max(e - s, duration / 400) for s, e, _ in spans], marker_color=LANE_COLOURS.get(lane, "#999"),
+                marker_line={"color": "white", "width": 1}, customdata=[[s, e, text] for s, e, text in spans],
+                hovertemplate="%{customdata[0]:.1f}-%{customdata[1]:.1f} s<br>%{customdata[2]}<extra></extra>")
+    if visits:
+        figure.add_scatter(
+            name="visited", mode="markers+text", y=["visited"] * len(visits), x=[t for _, t, _ in visits],
+            text=[str(step) for step, _, _ in visits], textposition="top center",
+            marker={"symbol": "line-ns-open", "size": 16, "line": {"width": 2},
+                    "color": [step for step, _, _ in visits], "colorscale": "Viridis"},
+            customdata=[[step, tool] for step, _, tool in visits],
+            hovertemplate="%{x:.1f} s, step %{customdata[0]} (%{customdata[1]})<extra></extra>")
+    figure.update_layout(
+        barmode="overlay", showlegend=False, height=80 + 34 * (len(figure.data) or 1),
+        margin={"l": 130, "r": 20, "t": 10, "b": 45},
+        xaxis={"title": {"text": "time (s)"}, "range": [0, duration], "showgrid": True},
+        yaxis={"autorange": "reversed", "type": "category"})
+    return _figure(figure)
 
 
 class ReportWriter:
-    def __init__(self, store: Store, out: Path, prices: dict | None = None):
-        # USD per 1M input / output tokens per model (config `prices`): money per question.
-        self.store, self.out, self.prices = store, Path(out), prices
+    def __init__(self, store: Store, out: Path, prices: dict | None = None, defaults: dict[str, dict] | None = None):
+        # prices: USD per 1M input / output tokens per model (config `prices`); defaults: each method
+        # option's flattened default settings, to show what a run changed.
+        self.store, self.out, self.prices, self.defaults = store, Path(out), prices, defaults or {}
         self._thumbs: set[str] = set()
         self._recorded: dict[str, dict] | None = None
+        self.pages = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                                        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        self.pages.globals["format_score"] = format_score
 
     def _run(self, run_key: str) -> dict:
         """What was recorded with the answer run (its newest record; empty when none was)."""
@@ -103,99 +136,101 @@ class ReportWriter:
             newest[done["stage"]] = done["stage_key"]
         return newest
 
-    def _thumb(self, video_id: str, frames_key: str, t: float, depth: int) -> str:
+    def _render(self, path: str, template: str, **values) -> None:
+        depth = path.count("/")
+        (self.out / path).write_text(self.pages.get_template(template).render(up="../" * depth, **values))
+
+    def _thumb(self, video_id: str, frames_key: str, t: float) -> dict | None:
+        """A stored frame near t, written once into thumbs/."""
         try:
             frame = self.store.frame_nearest(video_id, frames_key, t)
         except (ArtifactMissing, IndexError):
-            return ""
+            return None
         if not frame.jpeg:
-            return ""
-        name = f"thumbs/{video_id}_{frame.frame_index}.jpg"
+            return None
+        name = f"thumbs/{_name(video_id)}_{frame.frame_index}.jpg"
         if name not in self._thumbs:
             (self.out / name).write_bytes(frame.jpeg)
             self._thumbs.add(name)
-        return (f"<img class='thumb' src='{'../' * depth}{name}' data-t='{frame.timestamp:.2f}' "
-                f"title='t={frame.timestamp:.1f}s' alt='frame at {frame.timestamp:.1f}s'>")
+        return {"src": name, "t": frame.timestamp}
 
-    def _timeline(self, video_id: str, keys: dict, duration: float, visited: list[float]) -> str:
-        span = max(duration, 1e-6)
+    def _artifact_rows(self, video_id: str, keys: dict) -> dict:
+        """Every shown artifact of the video, by table (those whose rows span time draw on the timeline)."""
+        rows = {}
+        for artifact in ARTIFACTS.values():
+            if artifact.title:
+                try:
+                    rows[artifact] = self.store.read(artifact, video_id, keys[artifact.stage])
+                except (ArtifactMissing, KeyError):
+                    pass
+        return rows
 
-        def box(css: str, start: float, end: float, text: str) -> str:
-            left, width = 100 * start / span, max(0.4, 100 * (end - start) / span)
-            return (f"<div class='{css}' style='left:{left:.2f}%;width:{width:.2f}%' "
-                    f"title='{esc(f'{start:.1f}-{end:.1f}s: {text}')}'>{esc(text)}</div>")
+    def _runs(self, by_run: dict) -> list[dict]:
+        runs = []
+        for (method, key), items in by_run.items():
+            recorded = self._run(key)
+            result = report(items, self.prices, recorded.get("dataset"))
+            runs.append({"method": method, "key": key, "dataset": recorded.get("dataset"), "result": result,
+                         "warnings": recorded.get("warnings", []), "usd": format_usd(result["costs"]),
+                         "settings": beyond_defaults(recorded["settings"], self.defaults)
+                         if "settings" in recorded and self.defaults else None})
+        return runs
 
-        parts = []
-        # Every shown artifact whose rows span time: blue segment captions, orange speech.
-        for artifact in _timeline_artifacts():
-            try:
-                parts += [box(artifact.table, row.start, row.end, row.line())
-                          for row in self.store.read(artifact, video_id, keys[artifact.stage])]
-            except (ArtifactMissing, KeyError):
-                pass
-        parts += [f"<div class='visit' style='left:{100 * t / span:.2f}%' data-t='{t:.2f}' "
-                  f"title='visited {t:.1f}s'></div>" for t in visited]
-        stamps = ", ".join(f"<span class='visited'>{t:.1f}s</span>" for t in visited) or "none"
-        return (f"<div class='timeline'>{''.join(parts)}</div><p>Visited timestamps (in order): {stamps}</p>"
-                "<p><small>blue: segment captions, orange: speech, red: visited</small></p>")
+    def _comparison(self, runs: list[dict], rows: list[dict]) -> dict:
+        """The runs scored on the questions all of them answered, per task and type."""
+        answered = {run["key"]: {r["qid"] for r in rows if r["run_key"] == run["key"]} for run in runs}
+        shared = set.intersection(*answered.values())
+        tasks = defaultdict(list)
+        for run in runs:
+            mine = [r for r in rows if r["run_key"] == run["key"] and r["qid"] in shared]
+            for task, entry in report(mine, dataset=run["dataset"])["tasks"].items():
+                tasks[task].append({"run": run, "entry": entry, "value": format_score(entry, "95% CI ")})
+        types = {task: sorted({t for e in entries for t in e["entry"]["per_type"]}) for task, entries in tasks.items()}
+        return {"shared": len(shared), "same": all(a == shared for a in answered.values()),
+                "answered": {key: len(qids) for key, qids in answered.items()}, "tasks": dict(tasks), "types": types}
 
-    def _steps(self, trace: list[dict]) -> str:
-        items = []
-        for step in trace:
-            kind = step.get("kind", "step")
-            headline = step.get("tool") or kind
-            extra = "".join(f" · {k} {esc(step[k])}" for k in ("confidence", "verdict", "seconds") if k in step)
-            body = json.dumps({k: v for k, v in step.items() if k not in ("step", "kind")}, indent=1,
-                              ensure_ascii=False, default=str)
-            items.append(f"<details class='step'><summary>#{esc(step.get('step', ''))} {esc(headline)}{extra}"
-                         f"</summary><pre>{esc(body)}</pre></details>")
-        return "".join(items) or "<p>no steps recorded</p>"
-
-    def question_page(self, row: dict) -> str:
-        question = json.loads(row["question_json"])
+    def _question_page(self, row: dict, question: dict, others: list[dict]) -> dict:
         video = self.store.video(row["video_id"])
         keys = self._keys(row["run_key"], row["video_id"])
+        trace = json.loads(row["trace_json"])
         predicted = json.loads(row["prediction_json"])
-        choices = "".join(f"<li value='{i}'>{esc(c)}</li>" for i, c in enumerate(question["choices"]))
-        verdict = ("<span class='bad'>invalid</span>" if not row["valid"]
-                   else f"score {score(row):.2f}" if score(row) is not None else "no ground truth")
-        thumbs = "".join(self._thumb(row["video_id"], keys.get("frames", ""), t, 1)
-                         for t in sorted(set(row["visited"])))
-        body = (f"<p>method <b>{esc(row['method'])}</b> · run {esc(row['run_key'])} · "
-                f"<a href='../videos/{_name(row['video_id'])}.html'>video {esc(video['name'] or row['video_id'])}</a>"
-                f" · type {esc(row['qtype'])}</p><h2 class='question'>{esc(question['question'])}</h2>"
-                f"<ol start='0'>{choices}</ol><p>ground truth: <b class='truth'>{esc(question['answer'])}</b> · "
-                f"prediction: <b class='prediction'>{esc(predicted)}</b> · {verdict}</p>"
-                + (f"<p class='bad'>{esc(row['error'])}</p>" if row["error"] else "")
-                + f"<p>{row['llm_calls']} LLM calls ({row['cache_hits']} cached), "
-                  f"{row['prompt_tokens'] + row['completion_tokens']} tokens, {row['seconds']:.1f} s</p>"
-                + self._timeline(row["video_id"], keys, video["duration"], row["visited"])
-                + f"<h3>Frames used</h3><div class='thumbs'>{thumbs or 'none stored'}</div>"
-                + f"<h3>Trace</h3>{self._steps(json.loads(row['trace_json']))}")
-        return _page(f"{row['qid']} ({row['method']})", body, depth=1)
+        lanes = {}
+        if row["task"] == "rtl":
+            lanes["true span"] = [(*question["answer"], "ground truth")] if question["answer"] else []
+            lanes["predicted span"] = [(*predicted, f"{row['method']}'s answer")] if row["valid"] else []
+        for artifact, items in self._artifact_rows(row["video_id"], keys).items():
+            if {"start", "end"} <= set(artifact.columns):
+                lanes[artifact.title] = [(r.start, r.end, r.line()) for r in items]
+        steps = [step for step in trace if step.get("visited")]
+        visits = [(step.get("step", 0), t, step.get("tool") or step.get("kind", "step"))
+                  for step in steps for t in step["visited"]]
+        # Traces recorded before visits were kept per step: the question's visits, unnumbered.
+        if not visits:
+            visits = [(0, t, "") for t in row["visited"]]
+        frames_by_step = [{"step": step.get("step", 0), "tool": step.get("tool") or step.get("kind", "step"),
+                           "frames": [f for t in sorted(set(step["visited"]))
+                                      if (f := self._thumb(row["video_id"], keys.get("frames", ""), t))]}
+                          for step in steps]
+        return {"row": row, "question": question, "predicted": predicted, "video": video, "trace": trace,
+                "video_file": f"{_name(row['video_id'])}.html",
+                "outcome": outcome(row, question), "score": score(row, question), "others": others,
+                "timeline": timeline_figure(video["duration"] or 1e-6, lanes, visits),
+                "frames_by_step": frames_by_step, "visited": row["visited"],
+                "steps": [{"number": s.get("step", ""), "headline": s.get("tool") or s.get("kind", "step"),
+                           "extras": [(k, s[k]) for k in ("confidence", "verdict", "seconds") if k in s],
+                           "body": json.dumps({k: v for k, v in s.items() if k not in ("step", "kind")}, indent=1,
+                                              ensure_ascii=False, default=str)} for s in trace]}
 
-    def video_page(self, video_id: str, keys: dict) -> str:
-        video = self.store.video(video_id)
-        sections = [f"<p>{esc(video['source_path'])} · {video['duration']:.1f} s · {esc(video['codec'])}</p>"]
+    def _video_page(self, video_id: str, keys: dict) -> dict:
         try:
-            frames = self.store.evenly_spaced_frames(video_id, keys["frames"], 24)
-            sections.append("<h3>Frames</h3><div class='strip'>"
-                            + "".join(self._thumb(video_id, keys["frames"], f.timestamp, 1) for f in frames) + "</div>")
+            strip = [f for frame in self.store.evenly_spaced_frames(video_id, keys["frames"], 24)
+                     if (f := self._thumb(video_id, keys["frames"], frame.timestamp))]
         except (ArtifactMissing, KeyError):
-            pass
-        for artifact in ARTIFACTS.values():
-            if not artifact.title:
-                continue
-            try:
-                rows = self.store.read(artifact, video_id, keys[artifact.stage])
-            except (ArtifactMissing, KeyError):
-                continue
-            sections.append(f"<h3>{artifact.title.capitalize()}</h3>" + "".join(f"<p>{esc(r.line())}</p>" for r in rows))
-        done = sorted(self.store.done_stages(video_id), key=lambda d: d["stage"])
-        sections.append("<h3>Stage keys in the store</h3>" + _table(
-            ["stage", "key", "rows", "detail"],
-            [[esc(d["stage"]), esc(d["stage_key"]), d["rows"], esc(d["detail"])] for d in done]))
-        return _page(f"video {video['name'] or video_id}", "".join(sections), depth=1)
+            strip = []
+        return {"video": self.store.video(video_id), "strip": strip,
+                "artifacts": [(a.title, [r.line() for r in items])
+                              for a, items in self._artifact_rows(video_id, keys).items()],
+                "done": sorted(self.store.done_stages(video_id), key=lambda d: d["stage"])}
 
     def write(self, run_keys: list[str] | None = None) -> Path:
         rows = self.store.predictions(run_keys or ())
@@ -204,54 +239,48 @@ class ReportWriter:
                                   f"{self.store.uri}; run `vidprep answer` first")
         for folder in ("questions", "videos", "thumbs"):
             (self.out / folder).mkdir(parents=True, exist_ok=True)
-        (self.out / "style.css").write_text(STYLE)
-        by_run = defaultdict(list)
-        for row in sorted(rows, key=lambda r: (r["method"], r["run_key"], r["qid"])):
+        (self.out / "plotly.min.js").write_text(get_plotlyjs())
+        for name in ("style.css", "report.js"):
+            shutil.copyfile(TEMPLATES / name, self.out / name)
+        rows.sort(key=lambda r: (r["method"], r["run_key"], r["qid"]))
+        by_run, by_qid = defaultdict(list), defaultdict(list)
+        questions = {}
+        for row in rows:
             by_run[(row["method"], row["run_key"])].append(row)
+            by_qid[row["qid"]].append(row)
+            questions[(row["run_key"], row["qid"])] = json.loads(row["question_json"])
+        runs = self._runs(by_run)
 
-        summary_rows, points, videos = [], [], {}
-        for (method, key), items in by_run.items():
-            result = report(items, self.prices, self._run(key).get("dataset"))
-            for task, entry in result["tasks"].items():
-                value = "n/a" if entry["score"] is None else f"{entry['score']:.3f}"
-                types = ", ".join(f"{esc(t or '-')} {v:.3f}" for t, v in entry["per_type"].items())
-                # A run unlike its paper's (e.g. visual questions without a vision model) says so where it is scored.
-                warned = "".join(f"<br><span class='warning' title='{esc(w)}'>&#9888; {esc(w.split(':')[0])}</span>"
-                                 for w in self._run(key).get("warnings", []))
-                summary_rows.append([esc(method) + warned, esc(key), esc(task), entry["questions"], entry["invalid"],
-                                     f"<span class='score'>{METRIC[task]} {value}</span>", types,
-                                     f"{result['costs']['llm_calls_per_question']:.1f}",
-                                     f"{result['costs']['tokens_per_question']:.0f}",
-                                     f"{result['costs']['frames_viewed_per_question']:.1f}",
-                                     f"{result['costs']['seconds_per_question']:.1f}",
-                                     esc(format_usd(result["costs"]).removeprefix("USD "))])
-                if entry["score"] is not None:
-                    points.append((f"{method} ({task})", result["costs"]["tokens_per_question"], entry["score"]))
-            for row in items:
-                (self.out / "questions" / f"{_name(key)}_{_name(row['qid'])}.html").write_text(self.question_page(row))
-                videos.setdefault(row["video_id"], self._keys(key, row["video_id"]))
+        listing = []
+        for row in rows:
+            question = questions[(row["run_key"], row["qid"])]
+            others = [{"method": o["method"], "run_key": o["run_key"], "href": "../" + question_file(o),
+                       "outcome": outcome(o, questions[(o["run_key"], o["qid"])]),
+                       "prediction": json.loads(o["prediction_json"])} for o in by_qid[row["qid"]]]
+            # Methods disagree where their answers differ: the choice for multiple choice, else the outcome.
+            answers = {json.dumps(o["prediction"]) if row["task"] == "mcq" and o["outcome"] in ("right", "wrong")
+                       else o["outcome"] for o in others}
+            listing.append({"row": row, "question": question, "outcome": outcome(row, question),
+                            "score": score(row, question), "href": question_file(row),
+                            "prediction": json.loads(row["prediction_json"]),
+                            "disagree": len(others) > 1 and len(answers) > 1})
+            self._render(question_file(row), "question.html", **self._question_page(row, question, others))
+
+        videos = {}
+        for row in rows:
+            videos.setdefault(row["video_id"], self._keys(row["run_key"], row["video_id"]))
         for video_id, keys in videos.items():
-            (self.out / "videos" / f"{_name(video_id)}.html").write_text(self.video_page(video_id, keys))
+            self._render(f"videos/{_name(video_id)}.html", "video.html", **self._video_page(video_id, keys))
 
-        header = (_table(["method", "run", "task", "questions", "invalid", "score", "per type", "LLM calls / q",
-                          "tokens / q", "frames viewed / q", "s / q", "USD / q"], summary_rows)
-                  + "<h2>Score against cost</h2>" + _cost_plot(points))
-        listing = [row for items in by_run.values() for row in items]
-        pages = [listing[i:i + PAGE_SIZE] for i in range(0, len(listing), PAGE_SIZE)]
-        for number, page in enumerate(pages, 1):
-            links = " ".join(f"<a href='{self._page_file(n)}'>{n}</a>" if n != number else f"<b>{n}</b>"
-                             for n in range(1, len(pages) + 1))
-            table = _table(["method", "question", "type", "prediction", "truth", "valid", "LLM calls"], [[
-                esc(r["method"]),
-                f"<a href='questions/{_name(r['run_key'])}_{_name(r['qid'])}.html'>"
-                f"{esc(json.loads(r['question_json'])['question'])}</a>", esc(r["qtype"]),
-                esc(json.loads(r["prediction_json"])), esc(json.loads(r["question_json"])["answer"]),
-                "<span class='ok'>yes</span>" if r["valid"] else "<span class='bad'>no</span>", r["llm_calls"]]
-                for r in page])
-            body = header + f"<h2>Questions ({len(listing)}, page {number} of {len(pages)})</h2><p>{links}</p>" + table
-            (self.out / self._page_file(number)).write_text(_page("vidprep answer runs", body))
+        points = [{"method": run["method"], "run_key": run["key"], "task": task, "score": entry["score"],
+                   "low": (entry["interval"] or (entry["score"],) * 2)[0],
+                   "high": (entry["interval"] or (entry["score"],) * 2)[1],
+                   "tokens": run["result"]["costs"]["tokens_per_question"]}
+                  for run in runs for task, entry in run["result"]["tasks"].items() if entry["score"] is not None]
+        self._render("index.html", "index.html", runs=runs, comparison=self._comparison(runs, rows),
+                     metric=METRIC, cost_chart=cost_figure(points),
+                     disagreements=len({item["row"]["qid"] for item in listing if item["disagree"]}))
+        self._render("questions.html", "questions.html", listing=listing,
+                     methods=sorted({r["method"] for r in rows}), types=sorted({r["qtype"] for r in rows}),
+                     outcomes=["right", "wrong", "invalid", "failed", "unknown"], right_from=RIGHT_FROM)
         return self.out / "index.html"
-
-    @staticmethod
-    def _page_file(number: int) -> str:
-        return "index.html" if number == 1 else f"page-{number}.html"

@@ -158,7 +158,7 @@ def format_usd(costs: dict) -> str:
 METRIC = {"mcq": "accuracy", "rtl": "mIoU", "open": "token F1"}
 
 
-def _value(entry: dict, interval_label: str = "") -> str:
+def format_score(entry: dict, interval_label: str = "") -> str:
     value = "n/a" if entry["score"] is None else f"{entry['score']:.3f}"
     if entry["interval"]:
         value += " ({}{:.3f}-{:.3f})".format(interval_label, *entry["interval"])
@@ -171,7 +171,7 @@ EXTRAS = ("R@0.3", "R@0.5", "mIoU per video", "P@0.5 per video", "mean of catego
 def format_report(method: str, key: str, result: dict) -> list[str]:
     lines = [f"{method}  ({key})"]
     for task, entry in result["tasks"].items():
-        value = _value(entry, "95% CI ")
+        value = format_score(entry, "95% CI ")
         if "units" in entry:
             value += f" over {entry['units']} units (a unit right only when all its questions are)"
         extra = "".join(f", {k} {entry[k]:.3f}" for k in EXTRAS if entry.get(k) is not None)
@@ -204,6 +204,6 @@ def format_comparison(runs: list[tuple[str, str]], rows: list[dict], datasets: d
         result = report([r for r in rows if r["run_key"] == key and r["qid"] in shared],
                         dataset=(datasets or {}).get(key))
         for task, entry in result["tasks"].items():
-            lines.append(f"  {method:<22} {key:<22} {task:<4} {METRIC[task]} {_value(entry)}, {entry['invalid']} invalid, "
+            lines.append(f"  {method:<22} {key:<22} {task:<4} {METRIC[task]} {format_score(entry)}, {entry['invalid']} invalid, "
                          f"{entry['failed']} failed")
     return lines

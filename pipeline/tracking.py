@@ -87,6 +87,17 @@ def flatten(tree: dict, prefix: str = "") -> dict:
     return flat
 
 
+def beyond_defaults(settings: dict, defaults: dict[str, dict]) -> str:
+    """A run's settings as overrides of the method option they differ least from:
+    "method=videoagent2 method.max_steps=1 llm.client.model=...", not only its key."""
+    recorded = flatten(settings)
+    changes = {option: {name: value for name, value in recorded.items() if default.get(name, ...) != value}
+               for option, default in defaults.items()}
+    option = min(changes, key=lambda o: len(changes[o]))
+    changed = (f"{name}={json.dumps(value)}" for name, value in sorted(changes[option].items()))
+    return " ".join([f"method={option}", *changed])
+
+
 def flat_params(settings: dict) -> dict[str, str]:
     # MLflow keeps a parameter's value up to 6,000 characters.
     return {name: json.dumps(value)[:6000] for name, value in flatten(settings).items()}

@@ -8,7 +8,7 @@ import pytest
 from vidprep.pipeline.critic_examples import critic_examples
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.questions import jsonl
-from vidprep.stages.agents.base import Trace, question_text
+from vidprep.stages.agents.base import InvalidAnswer, Question, Trace, final_answer, question_text
 from vidprep.stages.agents.caviar import PROMPTS, CAViAR, VideoModules
 from vidprep.stages.agents.baselines import DirectAnswer, LLoVi
 from vidprep.stages.agents.tools import ToolResult, VideoTools, tool
@@ -291,6 +291,22 @@ def test_an_unparseable_final_answer_is_invalid_not_a_guess(setting, server):
     prediction = VideoAgent2(llm).answer(question, tools)
     assert not prediction.valid and prediction.answer is None
     assert "LLMReplyError" in prediction.error and "I think it is the cat" in prediction.error
+
+
+@pytest.mark.parametrize("reply, stored", [
+    ({"start": 2.0, "end": 4.5}, [2.0, 4.5]),
+    ({"start": 8.0, "end": 40.0}, [8.0, 10.0]),  # an end past the video is clamped to its end
+    ({"start": 4.0, "end": 2.0}, None),  # inverted
+    ({"start": 34.0, "end": 40.0}, None),  # starts after the video ends: would be stored as [34, 10]
+    ({"start": -1.0, "end": 2.0}, None),
+])
+def test_a_span_is_stored_only_when_it_is_an_ordered_range_inside_the_video(reply, stored):
+    question = Question("q", "v", "rtl", "When does the cat jump?")
+    if stored is None:
+        with pytest.raises(InvalidAnswer, match="is not a range inside the video"):
+            final_answer(question, reply, 10.0)
+    else:
+        assert final_answer(question, reply, 10.0) == stored
 
 
 class CountingTools(VideoTools):

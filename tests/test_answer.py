@@ -61,7 +61,10 @@ def test_every_method_gives_a_valid_answer_and_a_trace_for_every_question(answer
         # The method's own failure: a program that never calls finish has no answer (counted invalid).
         assert all(r["valid"] or r["error"].startswith("InvalidAnswer: no strategy gave an answer") for r in rows)
     else:
-        assert summary.invalid == 0 and all(r["valid"] for r in rows)
+        # The tiny model may place a span after the sample's end: invalid, never stored inverted.
+        invalid = [r for r in rows if not r["valid"]]
+        assert all(r["task"] == "rtl" and "is not a range inside the video" in r["error"] for r in invalid), invalid
+        assert summary.invalid == len(invalid)
     for row in rows:
         trace = json.loads(row["trace_json"])
         assert trace, row["qid"]

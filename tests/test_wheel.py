@@ -37,6 +37,7 @@ def test_the_wheel_holds_every_module_and_pins_no_torch(wheel):
     assert all(n.startswith(("vidprep/", "vidprep-", "hydra_plugins/vidprep_ray_launcher/")) for n in names), names
     for module in ("vidprep/stages/agents/caviar.py", "vidprep/stages/prompts/caviar/agent_v2.txt",
                    "vidprep/conf/config.yaml", "vidprep/stages/models/data/imagenet_labels.txt",
+                   "vidprep/pipeline/report_templates/question.html", "vidprep/pipeline/report_templates/report.js",
                    "hydra_plugins/vidprep_ray_launcher/__init__.py"):
         assert module in names
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA"))).decode()
@@ -85,6 +86,11 @@ def test_the_wheel_runs_precompute_answer_and_evaluate_outside_the_source_tree(w
     assert answered.returncode == 0 and "7 questions, 7 answered now" in answered.stdout, answered.stderr[-3000:]
     scores = vidprep("evaluate", f"store.uri={tmp_path / 'db'}")
     assert scores.returncode == 0 and "random" in scores.stdout, scores.stderr[-3000:]
+    # The report's templates, stylesheet and script are package data.
+    reported = vidprep("report", "--out", str(tmp_path / "site"), f"store.uri={tmp_path / 'db'}")
+    assert reported.returncode == 0, reported.stderr[-3000:]
+    assert all((tmp_path / "site" / name).stat().st_size for name in ("index.html", "questions.html", "report.js",
+                                                                       "style.css", "plotly.min.js"))
 
 
 def test_the_core_installs_without_the_model_stack_and_names_the_extra_a_stage_needs(wheel, tmp_path, sample_dir):

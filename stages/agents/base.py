@@ -66,8 +66,9 @@ def final_answer(question: Question, reply: dict, duration: float):
     """The answer in the task's form; InvalidAnswer when it does not fit."""
     if question.task == "rtl":
         start, end = float(reply["start"]), float(reply["end"])
-        if not 0 <= start <= end:
-            raise InvalidAnswer(f"span [{start}, {end}] is not a range inside the video")
+        # A span that starts after the video ends would be stored inverted once its end is clamped.
+        if not 0 <= start <= end or start > duration:
+            raise InvalidAnswer(f"span [{start}, {end}] is not a range inside the video (0-{duration:.1f} s)")
         return [start, min(end, duration)]
     if question.task == "mcq":
         answer = reply["answer"]
