@@ -2,9 +2,13 @@
 as Ray Data maps. Stateless stages run as Ray tasks; stages that hold a model run in an actor pool, so
 the model loads once per actor. Each map is named after its stage (`Map(frame_embeddings)`)."""
 
+import atexit
 import json
 import logging
 import os
+import re
+import sys
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -45,12 +49,50 @@ def _ray_logs_to(path: Path) -> None:
         logger.propagate = False
 
 
+# Ray's C++ core worker writes its log lines to the process's stderr itself, past Python's logging:
+# "[2026-12-05 22:19:56,367 E 12082 12082] core_worker.cc:2465: Actor with class name: ...".
+NATIVE_LOG_LINE = re.compile(rb"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z] \d+ \d+\] [\w./-]+:\d+: ")
+
+
+def _native_logs_to(path: Path) -> None:
+    """The process's stderr (fd 2) becomes a pipe read by a thread: Ray's C++ log lines go to `path`,
+    every other line to the terminal. Python's own stderr writes to the terminal directly, so the
+    progress display still knows whether it has one."""
+    terminal = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    sys.stderr = open(terminal, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+
+    def sort_lines() -> None:
+        with open(read_end, "rb") as pipe, path.open("ab") as log:
+            for line in pipe:
+                if NATIVE_LOG_LINE.match(line):
+                    log.write(line)
+                    log.flush()
+                else:
+                    os.write(terminal, line)
+
+    sorter = threading.Thread(target=sort_lines, name="ray-native-logs", daemon=True)
+    sorter.start()
+
+    def restore() -> None:
+        # The pipe's last writer closes, so the thread passes on what is left and ends.
+        os.dup2(terminal, 2)
+        sorter.join(timeout=5)
+
+    # Registered before ray.init, so it runs after Ray's own shutdown at exit.
+    atexit.register(restore)
+
+
 def init_ray(cfg: DictConfig) -> float:
-    """Start or join Ray as `cfg` says; the CPUs of the cluster. Unless `cfg.verbose`, Ray's own logs go
-    to `cfg.log_file` and the command's progress display is all the terminal shows."""
+    """Start or join Ray as `cfg` says; the CPUs of the cluster. Unless `cfg.verbose`, Ray's own logs
+    (Python's and its C++ core's) go to `cfg.log_file` and the command's progress display is all the
+    terminal shows."""
     if not ray.is_initialized():
         if not cfg.verbose:
             _ray_logs_to(Path(cfg.log_file))
+            _native_logs_to(Path(cfg.log_file))
         local = {} if cfg.address else {"num_cpus": cfg.num_cpus}
         ray.init(address=cfg.address or None, include_dashboard=False, log_to_driver=cfg.log_to_driver, **local,
                  configure_logging=True, logging_level="WARNING")
