@@ -10,6 +10,7 @@ on 2 cores.
 
 import argparse
 import dataclasses
+import functools
 import importlib.util
 import json
 import subprocess
@@ -29,6 +30,7 @@ from vidprep.jobs.serve_llm import ensure_local_llm
 from vidprep.pipeline.executor import run_stage
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
+from vidprep.pipeline.progress import Progress
 from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.questions import jsonl
 from vidprep.stages.agents.tools import VideoTools
@@ -653,23 +655,28 @@ def run(args: argparse.Namespace) -> None:
         (out / "bench.json").write_text(json.dumps([dataclasses.asdict(f) | {"ratio": f.ratio, "met": f.met}
                                                     for f in figures], indent=2))
         (out / "bench.md").write_text(markdown(figures))
-        print(markdown(new), flush=True)
-
-    if "decode" in only:
-        report([decode_figure(cfg, [*real, looped(bbb, 60, work)])])
+        if new:
+            print(markdown(new), flush=True)
 
     store_uri = work / "store"
     run_cfg = load_config([f"store.uri={store_uri}", "dataset=folder", f"dataset.manifest={sample}",
                            "ray.progress_bars=false", "llm.client.cache=false", *overrides])
-    if only & {"rerun", "naive", "answer", "modes"}:
+
+    @functools.cache
+    def precomputed():
+        """The sample precomputed twice (the second run finds everything done), as the figures of rerun,
+        naive, answer and modes read it."""
         first, second = precompute(run_cfg), precompute(run_cfg)
-        store = StoreSettings.from_config(run_cfg.store).open()
         # One set of stage objects serves both ways of answering (the naive script loads its own models).
-        plan = build_plan(run_cfg.stages)
-    if "rerun" in only:
-        report([Figure("full precompute of the sample, second run", "first run (s)", first.wall_seconds,
-                       second.wall_seconds, "s", "<= 0.02")])
-    if "naive" in only:
+        return first, second, StoreSettings.from_config(run_cfg.store).open(), build_plan(run_cfg.stages)
+
+    def rerun_group():
+        first, second, _, _ = precomputed()
+        return [Figure("full precompute of the sample, second run", "first run (s)", first.wall_seconds,
+                       second.wall_seconds, "s", "<= 0.02")]
+
+    def naive_group():
+        first, _, store, _ = precomputed()
         report([naive_figure(run_cfg, store.videos(), first.wall_seconds)])
         longer = work / "longer.jsonl"
         longer.write_text("".join(json.dumps({"path": str(p)}) + "\n"
@@ -679,33 +686,42 @@ def run(args: argparse.Namespace) -> None:
                                   *overrides])
         longer_seconds = precompute(longer_cfg).wall_seconds
         longer_store = StoreSettings.from_config(longer_cfg.store).open()
-        report([naive_figure(run_cfg, longer_store.videos(), longer_seconds), *stage_work_figures(longer_store)])
-    if "answer" in only:
+        return [naive_figure(run_cfg, longer_store.videos(), longer_seconds), *stage_work_figures(longer_store)]
+
+    def answer_group():
+        _, _, store, plan = precomputed()
         questions = jsonl(str(sample / "questions.jsonl"))
         ids = {path: s["video_id"] for path, s in store.sources([q.video for q in questions]).items()}
-        report(answer_figures(run_cfg, plan, store, questions, ids, work))
-    if "modes" in only:
-        report(search_mode_figures(plan, store, sample))
-    if "sweep" in only:
-        report(sweep_calls(sample, work))
-    if "memory" in only:
+        return answer_figures(run_cfg, plan, store, questions, ids, work)
+
+    def memory_group():
         one, ten = looped(bbb, 60, work), looped(bbb, 600, work)
-        report([Figure("decode peak memory, 10-minute video", "1-minute video (KiB)",
-                       decode_peak_kib(one, work / "mem-1"), decode_peak_kib(ten, work / "mem-10"), "KiB",
-                       "<= 1.2")])
-    if "cpus" in only:
-        report([cpu_figure(sample, work)])
-    if "clips" in only:
-        report(clips_figures(work, out / "many-clips", args.clips, overrides))
-    if "search" in only:
-        report(search_figures([int(s) for s in args.vectors.split(",")], work))
-    if "scale" in only:
-        report(scale_figures([int(s) for s in args.rows.split(",")], work, cfg.store.ann_min_rows))
-    if "gpu" in only:
+        return [Figure("decode peak memory, 10-minute video", "1-minute video (KiB)",
+                       decode_peak_kib(one, work / "mem-1"), decode_peak_kib(ten, work / "mem-10"), "KiB", "<= 1.2")]
+
+    def gpu_group():
         import torch
 
         if torch.cuda.is_available():
-            report(device_figures(work))
-        else:
-            print("gpu: skipped, torch sees no CUDA device here", flush=True)
+            return device_figures(work)
+        print("gpu: skipped, torch sees no CUDA device here", flush=True)
+        return []
+
+    groups = {
+        "decode": lambda: [decode_figure(cfg, [*real, looped(bbb, 60, work)])],
+        "rerun": rerun_group, "naive": naive_group, "answer": answer_group,
+        "modes": lambda: search_mode_figures(precomputed()[3], precomputed()[2], sample),
+        "sweep": lambda: sweep_calls(sample, work), "memory": memory_group,
+        "cpus": lambda: [cpu_figure(sample, work)],
+        "clips": lambda: clips_figures(work, out / "many-clips", args.clips, overrides),
+        "search": lambda: search_figures([int(s) for s in args.vectors.split(",")], work),
+        "scale": lambda: scale_figures([int(s) for s in args.rows.split(",")], work, cfg.store.ann_min_rows),
+        "gpu": gpu_group,
+    }
+    chosen = [group for group in GROUPS if group in only]
+    # A line per group done: the commands a group runs show their own bars.
+    with Progress("figure groups", len(chosen), bar=False, every_s=0) as progress:
+        for group in chosen:
+            report(groups[group]())
+            progress.advance(1)
     print(f"written: {out / 'bench.json'}, {out / 'bench.md'}")

@@ -11,13 +11,14 @@ from rich.progress import Progress as Bar
 
 
 class Progress:
-    def __init__(self, what: str, total: int, stream=None, every_s: float = 10.0):
+    def __init__(self, what: str, total: int, stream=None, every_s: float = 10.0, bar: bool = True):
+        # bar=False: lines even in a terminal, for a command whose steps show bars of their own.
         self.what, self.total, self.every_s = what, total, every_s
         self.stream = stream or sys.stderr
         self.done = self.failed = 0
         self.started = self._said = time.monotonic()
         self._bar = None
-        if self.stream.isatty():
+        if bar and self.stream.isatty():
             self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TextColumn("{task.fields[failed]} failed, {task.fields[rate]}"), TimeRemainingColumn(),
                             console=Console(file=self.stream))
