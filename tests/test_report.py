@@ -167,14 +167,18 @@ def test_model_text_is_shown_as_text_never_run(tmp_path, reported):
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;a caption with markup" in video
 
 
-def test_report_command_writes_the_folder(tmp_path, reported):
+def test_report_command_writes_the_folder_and_each_runs_settings_beyond_its_defaults(tmp_path, reported):
     root, _, rows = reported
-    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "report", "--run", rows[0]["run_key"], "--out",
-                           str(tmp_path / "site"), f"store.uri={root / 'db'}"], capture_output=True, text=True,
-                          timeout=300, check=False)
+    runs = [arg for key in sorted({r["run_key"] for r in rows}) for arg in ("--run", key)]
+    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "report", *runs, "--out", str(tmp_path / "site"),
+                           f"store.uri={root / 'db'}"], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "site" / "index.html").exists() and (tmp_path / "site" / "plotly.min.js").exists()
     assert list((tmp_path / "site" / "thumbs").glob("*.jpg"))
+    settings = re.findall(r'<code class="settings">([^<]*)</code>', (tmp_path / "site" / "index.html").read_text())
+    traveler = unescape(next(s for s in settings if s.startswith("method=traveler")))
+    assert {"method.max_iterations=1", "method.questions=1", "method.window=3"} <= set(traveler.split())
+    assert any(s == "method=random" for s in settings)
 
 
 def test_a_span_after_the_video_is_marked_invalid_and_not_drawn(tmp_path, reported):
