@@ -201,12 +201,11 @@ class ReportWriter:
         for artifact, items in self._artifact_rows(row["video_id"], keys).items():
             if {"start", "end"} <= set(artifact.columns):
                 lanes[artifact.title] = [(r.start, r.end, r.line()) for r in items]
-        steps = [step for step in trace if step.get("visited")]
+        # Traces recorded before visits were kept per step: the question's visits as one step 0.
+        steps = [step for step in trace if step.get("visited")] or (
+            [{"step": 0, "tool": "steps not recorded", "visited": row["visited"]}] if row["visited"] else [])
         visits = [(step.get("step", 0), t, step.get("tool") or step.get("kind", "step"))
                   for step in steps for t in step["visited"]]
-        # Traces recorded before visits were kept per step: the question's visits, unnumbered.
-        if not visits:
-            visits = [(0, t, "") for t in row["visited"]]
         frames_by_step = [{"step": step.get("step", 0), "tool": step.get("tool") or step.get("kind", "step"),
                            "frames": [f for t in sorted(set(step["visited"]))
                                       if (f := self._thumb(row["video_id"], keys.get("frames", ""), t))]}
