@@ -64,6 +64,7 @@ def cost_figure(points: list[dict]) -> dict:
     """Score against tokens per question: one colour per method, a point per run and task with its 95%
     interval as an error bar."""
     figure = go.Figure()
+    most = max((p["tokens"] for p in points), default=0) or 1.0
     for method in sorted({p["method"] for p in points}):
         mine = [p for p in points if p["method"] == method]
         figure.add_scatter(
@@ -77,7 +78,8 @@ def cost_figure(points: list[dict]) -> dict:
                           "%{x:.0f} tokens per question<extra>" + method + "</extra>")
     figure.update_layout(
         height=380, margin={"l": 70, "r": 20, "t": 20, "b": 60}, legend_title_text="method",
-        xaxis={"title": {"text": "tokens per question"}, "rangemode": "tozero"},
+        # A little room left of 0, so a method that asks no LLM is not cut in half by the axis.
+        xaxis={"title": {"text": "tokens per question"}, "range": [-0.04 * most, 1.08 * most]},
         yaxis={"title": {"text": "score (accuracy, mIoU or token F1)"}, "range": [0, 1.05]})
     return _figure(figure)
 

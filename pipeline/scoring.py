@@ -62,7 +62,9 @@ def interval(scores: list[float]) -> tuple[float, float] | None:
     """The 95% percentile-bootstrap interval of the mean score, questions resampled with replacement."""
     if len(scores) < 2:
         return None
-    values = np.asarray(scores, dtype=float)
+    # Sorted, so the interval does not depend on the order the rows were read in (evaluate and the
+    # report read them in different orders; the resampled indices would pick different questions).
+    values = np.sort(np.asarray(scores, dtype=float))
     means = values[np.random.default_rng(0).integers(0, len(values), (RESAMPLES, len(values)))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return float(low), float(high)

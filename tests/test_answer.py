@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vidprep.pipeline.answer import answer
@@ -14,7 +15,7 @@ from vidprep.pipeline.manifest import ManifestError
 from vidprep.pipeline.exports import lvbench_answers, nextqa_results
 from vidprep.pipeline.questions import (activitynet_rtl, causal_vidqa, egoschema, jsonl, lvbench, nextqa,
                                         perception_test, star)
-from vidprep.pipeline.scoring import format_comparison, iou, report, token_f1
+from vidprep.pipeline.scoring import format_comparison, interval, iou, report, token_f1
 from vidprep.store.store import ArtifactMissing
 from tests.conftest import SHARED_VIDEOS, config_for
 from tests.official_scoring import (official_causal_vidqa_accuracy, official_lvbench_accuracy,
@@ -625,3 +626,10 @@ def test_every_paper_experiment_composes_and_builds_its_method_and_models(tmp_pa
         assert cfg.dataset.name == name.split("_", 1)[1]
     lvbench_strategies = load_config(["+experiment=caviar_lvbench"]).method.strategies.mcq
     assert all("asr_understanding" not in strategy for strategy in lvbench_strategies)
+
+
+def test_the_bootstrap_interval_does_not_depend_on_the_order_the_rows_were_read_in():
+    # evaluate reads rows in the store's order, the report sorted by method and question: one interval.
+    scores = [1.0] * 79 + [0.0] * 276
+    shuffled = list(np.random.default_rng(7).permutation(scores))
+    assert interval(scores) == interval(shuffled) == interval(sorted(scores, reverse=True))
