@@ -117,8 +117,10 @@ class ReportWriter:
         # prices: USD per 1M input / output tokens per model (config `prices`); defaults: each method
         # option's flattened default settings, to show what a run changed.
         self.store, self.out, self.prices, self.defaults = store, Path(out), prices, defaults or {}
-        self._thumbs: set[str] = set()
+        self._written: set[str] = set()
         self._recorded: dict[str, dict] | None = None
+        self._videos: dict[str, dict] = {}
+        self._artifacts: dict[tuple, dict] = {}
         self.pages = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.pages.globals["format_score"] = format_score
@@ -142,30 +144,44 @@ class ReportWriter:
         depth = path.count("/")
         (self.out / path).write_text(self.pages.get_template(template).render(up="../" * depth, **values))
 
-    def _thumb(self, video_id: str, frames_key: str, t: float) -> dict | None:
-        """A stored frame near t, written once into thumbs/."""
+    def _thumbs(self, video_id: str, frames: list) -> list[dict]:
+        """The frames that have pixels (a captions-only store's have none), each written once into thumbs/."""
+        thumbs = []
+        for frame in frames:
+            if frame.jpeg:
+                name = f"thumbs/{_name(video_id)}_{frame.frame_index}.jpg"
+                if name not in self._written:
+                    (self.out / name).write_bytes(frame.jpeg)
+                    self._written.add(name)
+                thumbs.append({"src": name, "t": frame.timestamp})
+        return thumbs
+
+    def _frames_near(self, video_id: str, keys: dict, times: list[float]) -> list:
+        """The stored frame nearest each time, in one read (none when the run had no frames)."""
         try:
-            frame = self.store.frame_nearest(video_id, frames_key, t)
-        except (ArtifactMissing, IndexError):
-            return None
-        if not frame.jpeg:
-            return None
-        name = f"thumbs/{_name(video_id)}_{frame.frame_index}.jpg"
-        if name not in self._thumbs:
-            (self.out / name).write_bytes(frame.jpeg)
-            self._thumbs.add(name)
-        return {"src": name, "t": frame.timestamp}
+            return self.store.frames_nearest_each(video_id, keys["frames"], times)
+        except (ArtifactMissing, KeyError):
+            return []
+
+    def _video(self, video_id: str) -> dict:
+        if video_id not in self._videos:  # read once per video, not per question
+            self._videos[video_id] = self.store.video(video_id)
+        return self._videos[video_id]
 
     def _artifact_rows(self, video_id: str, keys: dict) -> dict:
-        """Every shown artifact of the video, by table (those whose rows span time draw on the timeline)."""
-        rows = {}
-        for artifact in ARTIFACTS.values():
-            if artifact.title:
-                try:
-                    rows[artifact] = self.store.read(artifact, video_id, keys[artifact.stage])
-                except (ArtifactMissing, KeyError):
-                    pass
-        return rows
+        """Every shown artifact of the video, by table (those whose rows span time draw on the timeline);
+        read once per video and keys, not per question."""
+        cached = (video_id, tuple(sorted(keys.items())))
+        if cached not in self._artifacts:
+            rows = {}
+            for artifact in ARTIFACTS.values():
+                if artifact.title:
+                    try:
+                        rows[artifact] = self.store.read(artifact, video_id, keys[artifact.stage])
+                    except (ArtifactMissing, KeyError):
+                        pass
+            self._artifacts[cached] = rows
+        return self._artifacts[cached]
 
     def _runs(self, by_run: dict) -> list[dict]:
         runs = []
@@ -191,11 +207,11 @@ class ReportWriter:
         return {"shared": len(shared), "same": all(a == shared for a in answered.values()),
                 "answered": {key: len(qids) for key, qids in answered.items()}, "tasks": dict(tasks), "types": types}
 
-    def _question_page(self, row: dict, question: dict, others: list[dict]) -> dict:
-        video = self.store.video(row["video_id"])
+    def _question_page(self, item: dict, others: list[dict]) -> dict:
+        row, question, predicted = item["row"], item["question"], item["prediction"]
+        video = self._video(row["video_id"])
         keys = self._keys(row["run_key"], row["video_id"])
         trace = json.loads(row["trace_json"])
-        predicted = json.loads(row["prediction_json"])
         lanes = {}
         if row["task"] == "rtl":
             lanes["true span"] = [(*question["answer"], "ground truth")] if question["answer"] else []
@@ -209,12 +225,12 @@ class ReportWriter:
         visits = [(step.get("step", 0), t, step.get("tool") or step.get("kind", "step"))
                   for step in steps for t in step["visited"]]
         frames_by_step = [{"step": step.get("step", 0), "tool": step.get("tool") or step.get("kind", "step"),
-                           "frames": [f for t in sorted(set(step["visited"]))
-                                      if (f := self._thumb(row["video_id"], keys.get("frames", ""), t))]}
+                           "frames": self._thumbs(row["video_id"], self._frames_near(row["video_id"], keys,
+                                                                                     step["visited"]))}
                           for step in steps]
         return {"row": row, "question": question, "predicted": predicted, "video": video, "trace": trace,
                 "video_file": f"{_name(row['video_id'])}.html",
-                "outcome": outcome(row, question), "score": score(row, question), "others": others,
+                "outcome": item["outcome"], "score": item["score"], "others": others,
                 "timeline": timeline_figure(video["duration"] or 1e-6, lanes, visits),
                 "frames_by_step": frames_by_step, "visited": row["visited"],
                 "steps": [{"number": s.get("step", ""), "headline": s.get("tool") or s.get("kind", "step"),
@@ -224,11 +240,10 @@ class ReportWriter:
 
     def _video_page(self, video_id: str, keys: dict) -> dict:
         try:
-            strip = [f for frame in self.store.evenly_spaced_frames(video_id, keys["frames"], 24)
-                     if (f := self._thumb(video_id, keys["frames"], frame.timestamp))]
+            strip = self._thumbs(video_id, self.store.evenly_spaced_frames(video_id, keys["frames"], 24))
         except (ArtifactMissing, KeyError):
             strip = []
-        return {"video": self.store.video(video_id), "strip": strip,
+        return {"video": self._video(video_id), "strip": strip,
                 "artifacts": [(a.title, [r.line() for r in items])
                               for a, items in self._artifact_rows(video_id, keys).items()],
                 "done": sorted(self.store.done_stages(video_id), key=lambda d: d["stage"])}
@@ -244,28 +259,25 @@ class ReportWriter:
         for name in ("style.css", "report.js"):
             shutil.copyfile(TEMPLATES / name, self.out / name)
         rows.sort(key=lambda r: (r["method"], r["run_key"], r["qid"]))
-        by_run, by_qid = defaultdict(list), defaultdict(list)
-        questions = {}
+        by_run = defaultdict(list)
         for row in rows:
             by_run[(row["method"], row["run_key"])].append(row)
-            by_qid[row["qid"]].append(row)
-            questions[(row["run_key"], row["qid"])] = json.loads(row["question_json"])
         runs = self._runs(by_run)
 
-        listing = []
+        listing, by_qid = [], defaultdict(list)
         for row in rows:
-            question = questions[(row["run_key"], row["qid"])]
-            others = [{"method": o["method"], "run_key": o["run_key"], "href": "../" + question_file(o),
-                       "outcome": outcome(o, questions[(o["run_key"], o["qid"])]),
-                       "prediction": json.loads(o["prediction_json"])} for o in by_qid[row["qid"]]]
+            question = json.loads(row["question_json"])
+            item = {"row": row, "question": question, "outcome": outcome(row, question), "score": score(row, question),
+                    "prediction": json.loads(row["prediction_json"]), "href": question_file(row)}
+            listing.append(item)
+            by_qid[row["qid"]].append(item)
+        for item in listing:
+            others = by_qid[item["row"]["qid"]]
             # Methods disagree where their answers differ: the choice for multiple choice, else the outcome.
-            answers = {json.dumps(o["prediction"]) if row["task"] == "mcq" and o["outcome"] in ("right", "wrong")
+            answers = {json.dumps(o["prediction"]) if o["row"]["task"] == "mcq" and o["outcome"] in ("right", "wrong")
                        else o["outcome"] for o in others}
-            listing.append({"row": row, "question": question, "outcome": outcome(row, question),
-                            "score": score(row, question), "href": question_file(row),
-                            "prediction": json.loads(row["prediction_json"]),
-                            "disagree": len(others) > 1 and len(answers) > 1})
-            self._render(question_file(row), "question.html", **self._question_page(row, question, others))
+            item["disagree"] = len(others) > 1 and len(answers) > 1
+            self._render(item["href"], "question.html", **self._question_page(item, others))
 
         videos = {}
         for row in rows:
