@@ -53,7 +53,8 @@ def reported(tmp_path_factory, precomputed, sample_dir):
     finally:
         server.close()
     store = Store(str(root / "db"))
-    rows = store.scan("predictions").to_pylist()
+    # Only these runs: the copied store may hold other tests' runs.
+    rows = store.predictions(keys)
     # A caption that carries markup, as a model or a dataset may write one.
     caption = store.scan("segment_captions", f"video_id = '{rows[0]['video_id']}'").to_pylist()[0]
     store.upsert("segment_captions", [caption | {"caption": INJECTED}])
@@ -67,7 +68,8 @@ def question_page(root, row):
 
 def test_comparison_page_shows_evaluates_numbers_and_a_chart_with_one_colour_per_method(tmp_path, reported):
     root, index, rows = reported
-    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "evaluate", f"store.uri={root / 'db'}"],
+    runs = [arg for key in sorted({r["run_key"] for r in rows}) for arg in ("--run", key)]
+    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "evaluate", *runs, f"store.uri={root / 'db'}"],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     # evaluate's per-run lines: "  mcq: 3 questions, 0 invalid, accuracy 0.333 (95% CI 0.000-1.000)..."
