@@ -46,7 +46,8 @@ def reported(tmp_path_factory, precomputed, sample_dir):
     try:
         keys = [answer(config_for(root / "db", sample_dir, *overrides)).run_key for overrides in (
             ["method=random"],
-            ["method=traveler", "method.max_iterations=1", "method.questions=1", "method.window=3", "answer.limit=2"],
+            # window=2: settings no other test answers with, so this run is its own and answers just 2.
+            ["method=traveler", "method.max_iterations=1", "method.questions=1", "method.window=2", "answer.limit=2"],
             # The summary stage is left out: direct reads none, and it is keyed by the local LLM's settings.
             ["method=direct", "~stages.summary", "llm=openai", f"llm.client.base_url={server.base_url}",
              "llm.client.model=scripted", "llm.client.cache=false", "llm.client.max_retries=0"])]
@@ -179,7 +180,7 @@ def test_report_command_writes_the_folder_and_each_runs_settings_beyond_its_defa
     assert list((tmp_path / "site" / "thumbs").glob("*.jpg"))
     settings = re.findall(r'<code class="settings">([^<]*)</code>', (tmp_path / "site" / "index.html").read_text())
     traveler = unescape(next(s for s in settings if s.startswith("method=traveler")))
-    assert {"method.max_iterations=1", "method.questions=1", "method.window=3"} <= set(traveler.split())
+    assert {"method.max_iterations=1", "method.questions=1", "method.window=2"} <= set(traveler.split())
     random = unescape(next(s for s in settings if s.startswith("method=random"))).split()
     assert not [t for t in random if t.startswith("method.")], random
 
