@@ -55,6 +55,11 @@ def outcome(row: dict, question: dict) -> str:
     return "right" if (value == 1.0 if row["task"] == "mcq" else value >= RIGHT_FROM) else "wrong"
 
 
+def _headline(step: dict) -> str:
+    """What a trace step did: its tool, else its kind."""
+    return step.get("tool") or step.get("kind", "step")
+
+
 def _figure(figure: go.Figure) -> dict:
     """A figure as the JSON Plotly.newPlot takes (the page's script draws it)."""
     return json.loads(figure.to_json())
@@ -222,9 +227,9 @@ class ReportWriter:
         # Traces recorded before visits were kept per step: the question's visits as one step 0.
         steps = [step for step in trace if step.get("visited")] or (
             [{"step": 0, "tool": "steps not recorded", "visited": row["visited"]}] if row["visited"] else [])
-        visits = [(step.get("step", 0), t, step.get("tool") or step.get("kind", "step"))
+        visits = [(step.get("step", 0), t, _headline(step))
                   for step in steps for t in step["visited"]]
-        frames_by_step = [{"step": step.get("step", 0), "tool": step.get("tool") or step.get("kind", "step"),
+        frames_by_step = [{"step": step.get("step", 0), "tool": _headline(step),
                            "frames": self._thumbs(row["video_id"], self._frames_near(row["video_id"], keys,
                                                                                      step["visited"]))}
                           for step in steps]
@@ -233,7 +238,7 @@ class ReportWriter:
                 "outcome": item["outcome"], "score": item["score"], "others": others,
                 "timeline": timeline_figure(video["duration"] or 1e-6, lanes, visits),
                 "frames_by_step": frames_by_step, "visited": row["visited"],
-                "steps": [{"number": s.get("step", ""), "headline": s.get("tool") or s.get("kind", "step"),
+                "steps": [{"number": s.get("step", ""), "headline": _headline(s),
                            "extras": [(k, s[k]) for k in ("confidence", "verdict", "seconds") if k in s],
                            "body": json.dumps({k: v for k, v in s.items() if k not in ("step", "kind")}, indent=1,
                                               ensure_ascii=False, default=str)} for s in trace]}
