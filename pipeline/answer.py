@@ -15,6 +15,7 @@ import ray
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from vidprep.pipeline.manifest import ManifestError
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.runner import init_ray
 from vidprep.store.settings import StoreSettings
@@ -87,6 +88,16 @@ def resolve_videos(store, questions: list[Question], keys: dict[str, str], capti
     return ids
 
 
+def check_clips(store, questions: list[Question], ids: dict[str, str]) -> None:
+    """ManifestError naming the first question whose clip starts at or after its video's end."""
+    for question in questions:
+        if question.clip:
+            duration = store.video(ids[question.video])["duration"]
+            if question.clip[0] >= duration:
+                raise ManifestError(f"question {question.qid}: its clip {question.clip} starts after its video "
+                                    f"{question.video} ends ({duration:.1f} s)")
+
+
 class AnswerWorker:
     """One actor: builds the method, its LLM client and the vision backend once."""
 
@@ -105,7 +116,8 @@ class AnswerWorker:
     def __call__(self, row: dict) -> dict:
         question = Question(**json.loads(row["question_json"]))
         before, started = [dataclasses.replace(c.usage) for c in self.clients], time.monotonic()
-        tools = VideoTools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision, self.search_mode)
+        tools = VideoTools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision, self.search_mode,
+                           question.clip)
         prediction = self.agent.answer(question, tools)
         per_client = [(c.model, c.usage.since(b)) for c, b in zip(self.clients, before)]
         used = sum((u for _, u in per_client), Usage())
@@ -183,6 +195,7 @@ def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
     if cfg.answer.limit:
         questions = questions[: cfg.answer.limit]
     ids = resolve_videos(store, questions, plan.keys, captions_only=plan.probe is None)
+    check_clips(store, questions, ids)
     key = run_key(cfg, plan.keys)
     # A question whose LLM calls failed past the retry budget is asked again; any other outcome,
     # an invalid answer included, is the method's result for this run key, as long as the question

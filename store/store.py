@@ -337,35 +337,47 @@ class Store:
     def frames_in_range(self, video_id: str, key: str, start: float, end: float) -> list[Frame]:
         return self._frames(video_id, key, f" AND timestamp >= {float(start)} AND timestamp <= {float(end)}")
 
-    def _frame_index(self, video_id: str, key: str) -> list[Frame]:
-        """A video's frames without their JPEGs, in order; ArtifactMissing when it has none."""
+    def _frame_index(self, video_id: str, key: str, within: tuple[float, float] | None = None) -> list[Frame]:
+        """A video's frames without their JPEGs, in order, those `within` a (start, end) range where one is
+        given (the frame nearest its middle where no frame falls inside); ArtifactMissing when it has none."""
         index = self._frames(video_id, key, with_jpeg=False)
         if not index:
             raise ArtifactMissing(f"video {video_id} has no frames for stage key {key}")
-        return index
+        if within is None:
+            return index
+        start, end = within
+        return ([f for f in index if start <= f.timestamp <= end]
+                or [min(index, key=lambda f: abs(f.timestamp - (start + end) / 2))])
 
     def _frames_at(self, video_id: str, key: str, picked: Iterable[Frame]) -> list[Frame]:
         """The picked frames with their JPEGs, in time order."""
         wanted = ", ".join(sorted({str(f.frame_index) for f in picked}))
         return sorted(self._frames(video_id, key, f" AND frame_index IN ({wanted})"), key=lambda f: f.timestamp)
 
-    def frames_nearest(self, video_id: str, key: str, t: float, n: int) -> list[Frame]:
-        """The n frames nearest to time t, in time order (JPEGs read only for those)."""
-        index = self._frame_index(video_id, key)
+    def frames_nearest(self, video_id: str, key: str, t: float, n: int,
+                       within: tuple[float, float] | None = None) -> list[Frame]:
+        """The n frames nearest to time t (among those `within` a range), in time order (JPEGs read only
+        for those)."""
+        index = self._frame_index(video_id, key, within)
         return self._frames_at(video_id, key, sorted(index, key=lambda f: abs(f.timestamp - t))[:n])
 
-    def frames_nearest_each(self, video_id: str, key: str, times: list[float]) -> list[Frame]:
-        """The frame nearest to each time, each frame once, in time order (the index read once, JPEGs only
-        for those)."""
-        index = self._frame_index(video_id, key)
+    def frames_nearest_each(self, video_id: str, key: str, times: list[float],
+                            within: tuple[float, float] | None = None) -> list[Frame]:
+        """The frame nearest to each time (among those `within` a range), each frame once, in time order
+        (the index read once, JPEGs only for those)."""
+        if not times:
+            return []
+        index = self._frame_index(video_id, key, within)
         return self._frames_at(video_id, key, (min(index, key=lambda f: abs(f.timestamp - t)) for t in times))
 
-    def frame_nearest(self, video_id: str, key: str, t: float) -> Frame:
-        return self.frames_nearest(video_id, key, t, 1)[0]
+    def frame_nearest(self, video_id: str, key: str, t: float, within: tuple[float, float] | None = None) -> Frame:
+        return self.frames_nearest(video_id, key, t, 1, within)[0]
 
-    def evenly_spaced_frames(self, video_id: str, key: str, n: int) -> list[Frame]:
-        """N frames at 0, 1/(n-1), …, 1 of the video's span (the first frame when n is 1)."""
-        index = self._frame_index(video_id, key)
+    def evenly_spaced_frames(self, video_id: str, key: str, n: int,
+                             within: tuple[float, float] | None = None) -> list[Frame]:
+        """N frames at 0, 1/(n-1), …, 1 of the video's span, or of a range `within` it (the first frame
+        when n is 1)."""
+        index = self._frame_index(video_id, key, within)
         last = len(index) - 1
         return self._frames_at(video_id, key, (index[round(i * last / (n - 1)) if n > 1 else 0] for i in range(n)))
 
@@ -387,11 +399,12 @@ class Store:
         return [dict(r, config_json=configs.get(r["stage_key"], "")) for r in done]
 
     def search(self, query: np.ndarray, key: str, video_id: str | None = None, k: int = 5,
-               text: str = "", mode: str = "vector") -> list[SearchHit]:
+               text: str = "", mode: str = "vector", within: tuple[float, float] | None = None) -> list[SearchHit]:
         """Top-k frames among complete embeddings of stage `key`, ranked by `mode`: "vector" (cosine
         similarity of the query's embedding `query` to each frame's), "text" (full-text relevance of
         `text` to each frame's stored description, BM25 over stemmed words) or "hybrid" (both lists
-        fused by reciprocal rank, LanceDB's RRF). A hit's score is its cosine similarity in every mode."""
+        fused by reciprocal rank, LanceDB's RRF). A hit's score is its cosine similarity in every mode.
+        `within`: only frames of one video between two times (a question about a clip of it)."""
         check_search_mode(mode)
         name = FRAME_EMBEDDINGS.sized(len(query)).table
         if name not in self.table_names():
@@ -400,6 +413,8 @@ class Store:
         if video_id:
             self._require_done(video_id, key)
             where += f" AND video_id = {_quote(video_id)}"
+            if within:
+                where += f" AND timestamp >= {float(within[0])} AND timestamp <= {float(within[1])}"
         # A video being written (or cut off by a kill) may have rows but no completion marker yet: fetch
         # more than k and keep the complete videos' rows, rather than filter by a list of every video.
         # Over all videos the stage key is applied after the search: before it, Lance builds a mask of

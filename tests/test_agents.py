@@ -439,3 +439,37 @@ def test_tool_confidences_share_one_scale(setting, sample_dir):
     assert silent.transcript().confidence == 1.0
     assert tools.transcript(0.0, 0.5).confidence == 0.5
     assert tools.segment_captions(100, 200).confidence == 0.0
+
+
+def test_a_question_about_a_clip_is_shown_the_clip_as_the_whole_video(setting, server):
+    """STAR asks about start..end of a Charades video: every tool reads only that part, with times from
+    its start (as the papers trim the clip), while the question's visits stay in the video's time."""
+    question, tools, llm = setting
+    # The coffee scene of scenes.mp4 (8-12 s); the cat is at 0-4 s, the speech at 1.0-8.7 s.
+    clip = VideoTools(tools.store, tools.keys, tools.video_id, tools.text_embedder, tools.vision, clip=(8.0, 12.0))
+    assert clip.duration == 4.0
+    frames = clip.evenly_spaced_frames(3)
+    stored = {f.frame_index: f for f in tools.store.frames_in_range(tools.video_id, tools.keys["frames"], 8.0, 12.0)}
+    assert [(f.timestamp, f.jpeg) for f in frames] == [(stored[f.frame_index].timestamp - 8.0, stored[f.frame_index].jpeg)
+                                                       for f in frames]
+    assert frames[0].timestamp <= 0.5 and frames[-1].timestamp >= 3.5 and clip.visited == [8.0 + f.timestamp for f in frames]
+    whole_video = tools.frame_descriptions(tools.frames_in_range(0.0, 3.9))
+    assert not set(clip.frame_descriptions(frames).values()) & set(whole_video.values())
+    assert clip.frames_at([100.0])[0].timestamp == frames[-1].timestamp
+    hits = clip.search_frames("Egyptian cat", k=10)
+    assert hits.timestamps and all(0.0 <= t <= 4.0 for t in hits.timestamps) and all(8.0 <= t <= 12.0 for t in clip.visited)
+    assert clip.segment_captions().text.splitlines()[0].startswith("[0-2s]")
+    # The speech (0.7-7.8 s in the transcript) seen from a clip that starts at 4 s.
+    speech = VideoTools(tools.store, tools.keys, tools.video_id, tools.text_embedder, tools.vision, clip=(4.0, 8.0)).transcript()
+    assert speech.text.startswith("[0.0-3.8s] Hello and welcome")
+    captions = clip.frame_captions()
+    assert [c.position for c in captions] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert all(0.0 <= c.timestamp <= 4.0 and c.caption for c in captions)
+
+    # An answer in time is given in the clip's time and kept in the video's.
+    when = Question("clip_when", question.video, "rtl", "When is the cup on screen?", clip=[8.0, 12.0])
+    script(server, {"start": 1.0, "end": 3.0, "confidence": 3})
+    clip = VideoTools(tools.store, tools.keys, tools.video_id, tools.text_embedder, tools.vision, clip=(8.0, 12.0))
+    prediction = DirectAnswer(llm, frames=4).answer(when, clip)
+    assert prediction.answer == [9.0, 11.0]
+    assert "Video length: 4.0 s" in json.dumps(server.requests[-1]["messages"][1]["content"])

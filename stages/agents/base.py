@@ -29,9 +29,12 @@ class Question:
     # Questions that share a unit score as one, right only when all are (Causal-VidQA's answer and
     # reason); empty: the question is its own unit.
     unit: str = ""
+    # The part of the video asked about, [start, end] seconds (STAR's); None: the whole video.
+    clip: list[float] | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        # Without a clip the question reads as it did before clips existed, so its stored answers still count.
+        return {k: v for k, v in asdict(self).items() if k != "clip" or v is not None}
 
 CONFIDENCE = {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}
 
@@ -161,6 +164,9 @@ class Agent:
             answer = self.solve(question, tools, trace)
         except (InvalidAnswer, LLMError) as error:
             return Prediction(None, False, f"{type(error).__name__}: {error}", trace.steps)
+        if question.task == "rtl":
+            # The method answers in the time it was shown (a clip's, from its start); scores use the video's.
+            answer = [tools.video_time(t) for t in answer]
         return Prediction(answer, True, "", trace.steps)
 
     def solve(self, question: Question, tools, trace: Trace):

@@ -11,11 +11,11 @@ timestamps) without the method asking. Methods build their prompts and schemas f
 import functools
 import inspect
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS, Frame
+from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS, Frame, FrameCaption
 from vidprep.store.store import ArtifactMissing, Store
 
 
@@ -107,53 +107,72 @@ def _mean(values: list[float], empty: float = 0.0) -> float:
 
 
 class VideoTools:
-    """Tools over one video; `visited` keeps every timestamp a tool looked at, in order. The agent
-    sets `trace` to the question's trace before it starts."""
+    """Tools over one video, or over a clip of it (`clip`: (start, end) seconds, a question about part of
+    the video such as STAR's), which they present as the whole video: times from its start, its length
+    as the duration, as the papers trim the clip before they sample it. `visited` keeps every time a
+    tool looked at, in the video's own time, in order. The agent sets `trace` to the question's trace
+    before it starts."""
 
     def __init__(self, store: Store, keys: dict[str, str], video_id: str, text_embedder, vision,
-                 search_mode: str = "vector"):
+                 search_mode: str = "vector", clip: tuple[float, float] | None = None):
         self.store, self.keys, self.video_id = store, keys, video_id
         self.text_embedder, self.vision, self.search_mode = text_embedder, vision, search_mode
         self.visited: list[float] = []
         self.trace = None
-        self._video = store.video(video_id)
+        whole = store.video(video_id)["duration"]
+        self.start, self.end = (0.0, whole) if clip is None else (max(0.0, clip[0]), min(clip[1], whole))
+        self._within = None if clip is None else (self.start, self.end)
 
     @property
     def duration(self) -> float:
-        return self._video["duration"]
+        return self.end - self.start
+
+    def video_time(self, t: float) -> float:
+        """A time the method gave (from the clip's start) in the video's own time."""
+        return self.start + min(max(0.0, t), self.duration)
 
     def _key(self, stage: str) -> str:
         if stage not in self.keys:
             raise ArtifactMissing(f"stage {stage} is not configured; add it to stages and run `vidprep precompute`")
         return self.keys[stage]
 
-    def _visit(self, timestamps: list[float]) -> list[float]:
-        self.visited.extend(timestamps)
-        return timestamps
+    def _seen(self, frames: list[Frame]) -> list[Frame]:
+        """Frames as the method sees them (times from the clip's start), their visits recorded."""
+        self.visited.extend(f.timestamp for f in frames)
+        return [replace(f, timestamp=f.timestamp - self.start) for f in frames] if self.start else frames
+
+    def _inside(self, rows: list) -> list:
+        """Rows with a `start` and `end` that overlap the clip, their times from its start and cut to it."""
+        return [replace(r, start=max(0.0, r.start - self.start), end=min(self.duration, r.end - self.start))
+                for r in rows if r.end > self.start and r.start <= self.end]
 
     def frames_in_range(self, start: float, end: float) -> list[Frame]:
-        frames = self.store.frames_in_range(self.video_id, self._key("frames"), start, end)
-        self._visit([f.timestamp for f in frames])
-        return frames
+        return self._seen(self.store.frames_in_range(self.video_id, self._key("frames"), self.video_time(start),
+                                                     self.video_time(end)))
 
     def frame_nearest(self, t: float) -> Frame:
-        frame = self.store.frame_nearest(self.video_id, self._key("frames"), t)
-        self._visit([frame.timestamp])
-        return frame
+        return self._seen([self.store.frame_nearest(self.video_id, self._key("frames"), self.video_time(t),
+                                                    self._within)])[0]
 
     def frames_at(self, times: list[float]) -> list[Frame]:
         """The stored frame nearest to each time, each frame once, in time order."""
-        frames = self.store.frames_nearest_each(self.video_id, self._key("frames"), times)
-        self._visit([f.timestamp for f in frames])
-        return frames
+        return self._seen(self.store.frames_nearest_each(self.video_id, self._key("frames"),
+                                                         [self.video_time(t) for t in times], self._within))
 
     def evenly_spaced_frames(self, n: int) -> list[Frame]:
-        frames = self.store.evenly_spaced_frames(self.video_id, self._key("frames"), n)
-        self._visit([f.timestamp for f in frames])
-        return frames
+        return self._seen(self.store.evenly_spaced_frames(self.video_id, self._key("frames"), n, self._within))
 
-    def frame_captions(self):
-        return self.store.read(FRAME_CAPTIONS, self.video_id, self._key("frame_captions"))
+    def frame_captions(self) -> list[FrameCaption]:
+        """The captions of frames at evenly spaced positions of the video, stored at precompute time. A
+        clip is captioned here, at as many positions of it as the stored captions have of the video."""
+        stored = self.store.read(FRAME_CAPTIONS, self.video_id, self._key("frame_captions"))
+        if self._within is None:
+            return stored
+        fractions = [c.position for c in stored]
+        frames = [self.frame_nearest(f * self.duration) for f in fractions]
+        described = [self.vision.describe([frame], self) for frame in frames]
+        return [FrameCaption(i, fraction, frame.timestamp, text, confidence, self.vision.model_id)
+                for i, (fraction, frame, (text, confidence)) in enumerate(zip(fractions, frames, described))]
 
     def _embedded(self, frames: list[Frame]) -> dict[int, tuple]:
         return self.store.frame_embeddings(self.video_id, self._key("frame_embeddings"), self.text_embedder.dim,
@@ -175,18 +194,20 @@ class VideoTools:
         vector = self.text_embedder.embed_texts([query])[0]
         # k comes from a model's plan: keep it to a sensible range rather than fail the question.
         hits = self.store.search(vector, self._key("frame_embeddings"), self.video_id, min(max(1, int(k)), 20),
-                                 text=query, mode=self.search_mode)
+                                 text=query, mode=self.search_mode, within=self._within)
         hits.sort(key=lambda h: h.timestamp)
-        lines = [f"t={h.timestamp:.1f}s similarity {h.score:.2f}: {h.description or ''}" for h in hits]
+        self.visited.extend(h.timestamp for h in hits)
+        times = [h.timestamp - self.start for h in hits]
+        lines = [f"t={t:.1f}s similarity {h.score:.2f}: {h.description or ''}" for t, h in zip(times, hits)]
         best = max((h.score for h in hits), default=0.0)
-        return ToolResult("\n".join(lines) or "no frames", max(0.0, min(1.0, best)),
-                          self._visit([h.timestamp for h in hits]))
+        return ToolResult("\n".join(lines) or "no frames", max(0.0, min(1.0, best)), times)
 
     @tool
     def segment_captions(self, start: float = 0.0, end: float = -1.0) -> ToolResult:
         """Captions of the segments between two times in seconds (end -1: the video's end)."""
         end = self.duration if end < 0 else end
-        captions = [c for c in self.store.read(SEGMENT_CAPTIONS, self.video_id, self._key("segment_captions"))
+        captions = [c for c in self._inside(self.store.read(SEGMENT_CAPTIONS, self.video_id,
+                                                              self._key("segment_captions")))
                     if c.end > start and c.start <= end]
         lines = [f"[{c.start:.0f}-{c.end:.0f}s] {c.caption}" for c in captions]
         return ToolResult("\n".join(lines) or "no segment in that range",
@@ -196,7 +217,7 @@ class VideoTools:
     def transcript(self, start: float = 0.0, end: float = -1.0) -> ToolResult:
         """What is said between two times in seconds (end -1: the video's end)."""
         end = self.duration if end < 0 else end
-        segments = self.store.read(TRANSCRIPTS, self.video_id, self._key("transcript"))
+        segments = self._inside(self.store.read(TRANSCRIPTS, self.video_id, self._key("transcript")))
         spoken = [s for s in segments if s.end > start and s.start <= end]
         if not spoken:
             detail = self.store.detail(self.video_id, self._key("transcript"))
@@ -209,7 +230,8 @@ class VideoTools:
 
     @tool
     def summary(self) -> ToolResult:
-        """The summary of the whole video written at precompute time."""
+        """The summary of the whole video written at precompute time (of the whole video also when a
+        question is about a clip of it)."""
         text = self.store.read(SUMMARIES, self.video_id, self._key("summary"))[0].summary
         captions = self.store.read(SEGMENT_CAPTIONS, self.video_id, self._key("segment_captions"))
         # The summary is only as sure as the captions it was written from.
