@@ -52,3 +52,18 @@ def official_causal_vidqa_accuracy(predictions: dict) -> dict:
         right["C"] += correct[4] and correct[5]
         right["all"] += correct[0] + correct[1] + (correct[2] and correct[3]) + (correct[4] and correct[5])
     return {name: right[name] * 100.0 / count[name] for name in count}
+
+
+def official_star_accuracy(rows: list[dict], predictions: dict) -> dict:
+    """STAR's reported figures restated (its paper's and leaderboard's table): accuracy per question type
+    (Interaction, Sequence, Prediction, Feasibility), their mean ("Mean") and the accuracy over all
+    questions (TraveLER's eval.py); `rows` carry the type and the true choice index, `predictions` map
+    question_id to the chosen index."""
+    right, count = {}, {}
+    for row in rows:
+        for group in (row["query_type"], "all"):
+            right[group] = right.get(group, 0) + (predictions[row["question_id"]] == int(row["answer"]))
+            count[group] = count.get(group, 0) + 1
+    scores = {group: right[group] / count[group] for group in count}
+    types = [t for t in scores if t != "all"]
+    return {**scores, "Mean": sum(scores[t] for t in types) / len(types)}

@@ -3,6 +3,7 @@
 import csv
 import json
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,10 +17,11 @@ from vidprep.pipeline.exports import lvbench_answers, nextqa_results
 from vidprep.pipeline.questions import (activitynet_rtl, causal_vidqa, egoschema, jsonl, lvbench, nextqa,
                                         perception_test, star)
 from vidprep.pipeline.scoring import format_comparison, interval, iou, report, token_f1
+from vidprep.store.settings import StoreSettings
 from vidprep.store.store import ArtifactMissing
 from tests.conftest import SHARED_VIDEOS, config_for
 from tests.official_scoring import (official_causal_vidqa_accuracy, official_lvbench_accuracy,
-                                    official_nextqa_accuracy)
+                                    official_nextqa_accuracy, official_star_accuracy)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -313,6 +315,7 @@ def test_star_loads_its_released_layout_and_reports_the_mean_of_its_types(tmp_pa
         ("Sequence_T1_9", 0, "Sequence_T1", ["Sequence"])]
     assert questions[0].choices[:2] == ["The sandwich.", "The medicine."]
     assert questions[0].video == str(tmp_path / "TJZ0P.mp4")
+    assert [q.clip for q in questions] == [[7.7, 15.7], [2.0, 9.5], [0.0, 12.0]]
     entry = report(prediction_rows(questions, [0, 1, 2]), dataset="star")["tasks"]["mcq"]
     # Over questions 2/3; STAR's "Mean" is the mean of its types' accuracies: (1 + 1/2) / 2.
     assert entry["score"] == pytest.approx(2 / 3) and entry["mean of categories"] == pytest.approx(0.75)
@@ -320,6 +323,78 @@ def test_star_loads_its_released_layout_and_reports_the_mean_of_its_types(tmp_pa
     (tmp_path / "bad.json").write_text(json.dumps([STAR_VAL[0], {**STAR_VAL[1], "answer": "Sat down."}]))
     with pytest.raises(ManifestError, match=r"bad.json: item 1: not a STAR question \(its answer 'Sat down.' is none"):
         star(str(tmp_path / "bad.json"), str(tmp_path))
+    (tmp_path / "bad.json").write_text(json.dumps([{**STAR_VAL[0], "start": 15.7, "end": 7.7}]))
+    with pytest.raises(ManifestError, match=r"bad.json: item 0: not a STAR question \(its clip \[15.7, 7.7\] is not a range"):
+        star(str(tmp_path / "bad.json"), str(tmp_path))
+
+
+def test_star_loads_real_rows_and_scores_as_its_reported_mean(tmp_path):
+    import ast
+
+    # Real STAR val questions as TraveLER's public code redistributes them (a CSV of its own), written here
+    # in STAR_val.json's layout: the answer a choice's text, the choices with their ids.
+    with open(FIXTURES / "star_val_queries_head.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    released = [{"question_id": r["question_id"], "question": r["query"], "video_id": Path(r["video_name"]).stem,
+                 "start": float(r["start"]), "end": float(r["end"]),
+                 "answer": ast.literal_eval(r["possible_answers"])[int(r["answer"])],
+                 "choices": [{"choice_id": k, "choice": c} for k, c in enumerate(ast.literal_eval(r["possible_answers"]))]}
+                for r in rows]
+    (tmp_path / "STAR_val.json").write_text(json.dumps(released))
+    questions = star(str(tmp_path / "STAR_val.json"), str(tmp_path))
+    assert [(q.qid, q.answer, q.categories, q.clip) for q in questions] == [
+        (r["question_id"], int(r["answer"]), [r["query_type"]], [float(r["start"]), float(r["end"])]) for r in rows]
+    assert questions[5].clip == [0.0, 4.1] and questions[5].video == str(tmp_path / "BEAAA.mp4")
+    # Right on every other question, one invalid answer among the wrong ones.
+    predicted = [q.answer if i % 2 == 0 else (None if i == 3 else (q.answer + 1) % 4) for i, q in enumerate(questions)]
+    official = official_star_accuracy(rows, {q.qid: p for q, p in zip(questions, predicted)})
+    entry = report(prediction_rows(questions, predicted), dataset="star")["tasks"]["mcq"]
+    assert entry["score"] == pytest.approx(official["all"]) and entry["invalid"] == 1
+    assert entry["mean of categories"] == pytest.approx(official["Mean"])
+    assert entry["per_category"] == pytest.approx({t: official[t] for t in ("Interaction", "Sequence", "Prediction",
+                                                                           "Feasibility")})
+
+
+def test_a_star_question_is_answered_from_its_clip_and_a_clip_past_the_video_is_named(precomputed, sample_dir, tmp_path):
+    import shutil
+
+    from vidprep.jobs.config import load_config
+    from vidprep.pipeline.report import ReportWriter, question_file
+
+    cfg, _, _ = precomputed
+    # A copy: this run stays out of the store the other tests evaluate.
+    shutil.copytree(cfg.store.uri, tmp_path / "db")
+    # A STAR row about the coffee scene (8-12 s) of the sample's scenes.mp4, as if it were a Charades video.
+    row = {"question_id": "Interaction_T1_1", "question": "Which object was on the table?", "video_id": "scenes",
+           "start": 8.0, "end": 12.0, "answer": "The cup.",
+           "choices": [{"choice_id": k, "choice": c} for k, c in
+                       enumerate(["The cat.", "The cup.", "The rocket.", "The astronaut."])]}
+    path = tmp_path / "STAR_val.json"
+
+    def star_config(method: str = "direct"):
+        return load_config([f"store.uri={tmp_path / 'db'}", "dataset=star", f"dataset.questions.json_path={path}",
+                            f"dataset.questions.video_dir={sample_dir}", "ray.progress_bars=false", f"method={method}"])
+
+    path.write_text(json.dumps([row]))
+    summary = answer(star_config())
+    assert (summary.answered, summary.failed) == (1, 0)
+    store = StoreSettings.from_config(star_config().store).open()
+    stored = store.predictions([summary.run_key])[0]
+    assert stored["visited"] and all(8.0 <= t <= 12.0 for t in stored["visited"])
+    asked = json.dumps(json.loads(stored["trace_json"])[-1]["prompt"])
+    assert "Video length: 4.0 s" in asked and "t=0.0s" in asked
+    # LLoVi reads the segment captions (0-10 s, 10-16 s), shown from the clip's start; the report puts the
+    # frames of its steps back at the video's times and draws the clip asked about.
+    llovi = answer(star_config("llovi"))
+    captions = next(s for s in json.loads(store.predictions([llovi.run_key])[0]["trace_json"]) if s.get("tool"))
+    assert captions["result"].startswith("[0-2s]") and captions["visited"] == [0.0, 2.0]
+    ReportWriter(store, tmp_path / "report").write([llovi.run_key])
+    page = (tmp_path / "report" / question_file({"run_key": llovi.run_key, "qid": row["question_id"]})).read_text()
+    assert "asked clip" in page and re.findall(r'data-t="([0-9.]+)"', page)[:2] == ["8.00", "10.00"]
+    path.write_text(json.dumps([{**row, "start": 20.0, "end": 30.0}]))
+    with pytest.raises(ManifestError, match=r"question Interaction_T1_1: its clip \[20.0, 30.0\] starts after its "
+                                            r"video .*scenes.mp4 ends \(16.0 s\)"):
+        answer(star_config())
 
 
 # The Perception Test's mc_question_valid.json layout, field by field as its README documents it (the
@@ -614,6 +689,7 @@ def test_every_paper_experiment_composes_and_builds_its_method_and_models(tmp_pa
 
     from vidprep.conf.checks import check_types
     from vidprep.jobs.config import config_groups, load_config
+    from vidprep.stages.prompts import load_prompt
 
     assert sorted(config_groups()["experiment"]) == sorted(EXPERIMENTS)
     for name, (method, llm_model, vision_model, settings) in EXPERIMENTS.items():
@@ -624,6 +700,12 @@ def test_every_paper_experiment_composes_and_builds_its_method_and_models(tmp_pa
         assert (type(agent).__name__, agent.llm.model, vision.llm.model) == (method, llm_model, vision_model), name
         assert all(cfg.method[k] == v for k, v in settings.items()), name
         assert cfg.dataset.name == name.split("_", 1)[1]
+        assert all(load_prompt(prompt) for prompt in getattr(agent, "prompts", {}).values()), name
+    # TraveLER's shorter, simplified prompts where its paper used them (B.3, B.5).
+    assert {n: load_config([f"+experiment=traveler_{n}"]).method.prompts.plan
+            for n in ("star", "perception_test", "nextqa")} == {
+        "star": "traveler/plan_short_v1.txt", "perception_test": "traveler/plan_short_v1.txt",
+        "nextqa": "traveler/plan_v2.txt"}
     lvbench_strategies = load_config(["+experiment=caviar_lvbench"]).method.strategies.mcq
     assert all("asr_understanding" not in strategy for strategy in lvbench_strategies)
 
