@@ -6,6 +6,7 @@ import pickle
 import re
 from collections import Counter
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 from vidprep.pipeline.manifest import ManifestError
 from vidprep.stages.agents.base import TASKS, Question
@@ -261,6 +262,48 @@ def lvbench(meta_jsonl: str, video_dir: str) -> list[Question]:
                     qtype="+".join(qa["question_type"]), categories=list(qa["question_type"])))
         except (KeyError, TypeError, ValueError) as error:
             raise ManifestError(f"{meta_jsonl}:{number}: not an LVBench video line ({error})") from error
+    return questions
+
+
+def _youtube_id(video: str) -> str:
+    """A YouTube video's id from its URL (watch?v=ID, youtu.be/ID, shorts/ID), or the value itself."""
+    url = urlparse(video)
+    if not url.netloc:
+        return video
+    found = parse_qs(url.query).get("v") or [part for part in url.path.split("/") if part][-1:]
+    if not found:
+        raise ValueError(f"video_id {video!r} names no YouTube video")
+    return found[0]
+
+
+NEPTUNE_CHOICES = 5
+
+
+def neptune(json_path: str, video_dir: str) -> list[Question]:
+    """Neptune's neptune_{full,mmh,mma}.json, field by field as its README documents them: a list of
+    {key, video_id (a YouTube URL), question, answer, answer_choice_0..4, answer_id (the right choice's
+    index), question type}. Multiple choice over the five choices, scored by accuracy (its README's
+    metric; the open-ended mode's Gemma-based GEM metric is not in vidprep). The qtype and category are
+    the question type. The video is {YouTube id}.mp4."""
+    data = _read_json(json_path)
+    if not isinstance(data, list):
+        raise ManifestError(f"{json_path}: not Neptune's question list (a JSON list of questions)")
+    questions = []
+    for number, item in enumerate(data):
+        try:
+            choices = [str(item[f"answer_choice_{i}"]) for i in range(NEPTUNE_CHOICES)]
+            answer = int(item["answer_id"])
+            if not 0 <= answer < NEPTUNE_CHOICES:
+                raise ValueError(f"answer_id {answer} is not a choice index 0..{NEPTUNE_CHOICES - 1}")
+            # The README spells the field "question type"; JSON keys are usually snake case: either is read.
+            qtype = next((item[k] for k in ("question type", "question_type") if k in item), None)
+            if qtype is None:
+                raise ValueError("it has no 'question type' field")
+            questions.append(Question(
+                qid=str(item["key"]), video=_video(video_dir, _youtube_id(item["video_id"])), task="mcq",
+                question=item["question"], choices=choices, answer=answer, qtype=qtype, categories=[qtype]))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ManifestError(f"{json_path}: item {number}: not a Neptune question ({error})") from error
     return questions
 
 

@@ -14,8 +14,8 @@ import pytest
 from vidprep.pipeline.answer import answer
 from vidprep.pipeline.manifest import ManifestError
 from vidprep.pipeline.exports import lvbench_answers, nextqa_results
-from vidprep.pipeline.questions import (activitynet_rtl, causal_vidqa, egoschema, jsonl, lvbench, nextqa,
-                                        perception_test, star)
+from vidprep.pipeline.questions import (activitynet_rtl, causal_vidqa, egoschema, jsonl, lvbench, neptune,
+                                        nextqa, perception_test, star)
 from vidprep.pipeline.scoring import format_comparison, interval, iou, report, token_f1
 from vidprep.store.settings import StoreSettings
 from vidprep.store.store import ArtifactMissing
@@ -507,6 +507,43 @@ LVBENCH_META = [
 ]
 
 
+# Neptune's neptune_full.json, field by field as its README documents them (google-deepmind/neptune; the
+# file is a download from Google Cloud Storage; these rows are made): five choices, the right one's index.
+NEPTUNE_FULL = [
+    {"key": "q1", "video_id": "https://www.youtube.com/watch?v=abcDEF12345", "question": "What does the cook add last?",
+     "answer": "Basil.", **{f"answer_choice_{i}": c for i, c in enumerate(["Salt.", "Basil.", "Oil.", "Cheese.", "Water."])},
+     "answer_id": 1, "question type": "Temporal Ordering"},
+    {"key": "q2", "video_id": "https://youtu.be/XYZ98765432", "question": "How many laps are run?", "answer": "Three.",
+     **{f"answer_choice_{i}": c for i, c in enumerate(["One.", "Two.", "Three.", "Four.", "Five."])},
+     "answer_id": 2, "question type": "Counting"},
+    {"key": "q3", "video_id": "abcDEF12345", "question": "Why does the cook taste the sauce?", "answer": "To check it.",
+     **{f"answer_choice_{i}": c for i, c in enumerate(["To cool it.", "To check it.", "To stir it.", "To share it.",
+                                                       "To throw it."])},
+     "answer_id": 1, "question type": "Cause and Effect"},
+]
+
+
+def test_neptune_loads_its_documented_layout_and_scores_accuracy_per_type(tmp_path):
+    (tmp_path / "neptune_full.json").write_text(json.dumps(NEPTUNE_FULL))
+    questions = neptune(str(tmp_path / "neptune_full.json"), str(tmp_path))
+    assert [(q.qid, q.answer, q.qtype, q.categories, len(q.choices)) for q in questions] == [
+        ("q1", 1, "Temporal Ordering", ["Temporal Ordering"], 5), ("q2", 2, "Counting", ["Counting"], 5),
+        ("q3", 1, "Cause and Effect", ["Cause and Effect"], 5)]
+    assert [q.video for q in questions] == [str(tmp_path / f"{v}.mp4") for v in ("abcDEF12345", "XYZ98765432",
+                                                                                 "abcDEF12345")]
+    # Its README's metric: accuracy over the five choices; an invalid answer counts as wrong.
+    entry = report(prediction_rows(questions, [1, None, 0]), dataset="neptune")["tasks"]["mcq"]
+    assert entry["score"] == pytest.approx(1 / 3) and entry["invalid"] == 1
+    assert entry["per_type"] == {"Temporal Ordering": 1.0, "Counting": 0.0, "Cause and Effect": 0.0}
+    (tmp_path / "bad.json").write_text(json.dumps([NEPTUNE_FULL[0], {**NEPTUNE_FULL[1], "answer_id": 5}]))
+    with pytest.raises(ManifestError, match=r"bad.json: item 1: not a Neptune question \(answer_id 5 is not a choice"):
+        neptune(str(tmp_path / "bad.json"), str(tmp_path))
+    missing = {k: v for k, v in NEPTUNE_FULL[0].items() if k != "answer_choice_4"}
+    (tmp_path / "bad.json").write_text(json.dumps([missing]))
+    with pytest.raises(ManifestError, match=r"bad.json: item 0: not a Neptune question \('answer_choice_4'\)"):
+        neptune(str(tmp_path / "bad.json"), str(tmp_path))
+
+
 def test_lvbench_loads_and_scores_as_its_compute_accuracy(tmp_path):
     meta = tmp_path / "video_info.meta.jsonl"
     meta.write_text("".join(json.dumps(line) + "\n" for line in LVBENCH_META))
@@ -673,6 +710,9 @@ EXPERIMENTS = {
     "direct_lvbench": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {"transcript": False}),
     "caviar_activitynet_rtl": ("CAViAR", "gemini-1.5-flash", "gemini-1.5-flash", {}),
     "direct_activitynet_rtl": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {}),
+    "caviar_neptune": ("CAViAR", "gemini-1.5-flash", "gemini-1.5-flash", {}),
+    "direct_neptune": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {"transcript": False}),
+    "direct_transcript_neptune": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {"transcript": True}),
     "traveler_nextqa": ("TraveLER", "gpt-4-1106-preview", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 5}),
     "traveler_egoschema": ("TraveLER", "gpt-4-1106-preview", "gpt-4-1106-preview", {"window": 4}),
     "traveler_perception_test": ("TraveLER", "gpt-3.5-turbo-0125", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 5}),
@@ -699,7 +739,7 @@ def test_every_paper_experiment_composes_and_builds_its_method_and_models(tmp_pa
         vision = instantiate(cfg.vision)
         assert (type(agent).__name__, agent.llm.model, vision.llm.model) == (method, llm_model, vision_model), name
         assert all(cfg.method[k] == v for k, v in settings.items()), name
-        assert cfg.dataset.name == name.split("_", 1)[1]
+        assert name.endswith("_" + cfg.dataset.name), name
         assert all(load_prompt(prompt) for prompt in getattr(agent, "prompts", {}).values()), name
     # TraveLER's shorter, simplified prompts where its paper used them (B.3, B.5).
     assert {n: load_config([f"+experiment=traveler_{n}"]).method.prompts.plan
