@@ -128,8 +128,9 @@ class VideoTools:
         return self.end - self.start
 
     def video_time(self, t: float) -> float:
-        """A time the method gave (from the clip's start) in the video's own time."""
-        return self.start + min(max(0.0, t), self.duration)
+        """A time the method gave (from the clip's start) in the video's own time, kept inside the clip."""
+        t = self.start + max(0.0, t)
+        return t if self._within is None else min(t, self.end)
 
     def _key(self, stage: str) -> str:
         if stage not in self.keys:
