@@ -13,7 +13,7 @@ import pytest
 
 from vidprep.pipeline.answer import answer
 from vidprep.pipeline.manifest import ManifestError
-from vidprep.pipeline.exports import lvbench_answers, nextqa_results
+from vidprep.pipeline.exports import egoschema_answers, lvbench_answers, nextqa_results
 from vidprep.pipeline.questions import (activitynet_rtl, causal_vidqa, egoschema, jsonl, lvbench, neptune,
                                         nextqa, perception_test, star)
 from vidprep.pipeline.scoring import format_comparison, interval, iou, report, token_f1
@@ -471,6 +471,25 @@ def test_causal_vidqa_scores_answer_and_reason_as_one_as_its_eval_script(tmp_pat
     (tmp_path / "QA" / "xyz789_000001_000011" / "answer.json").write_text(json.dumps({"descriptive": {}}))
     with pytest.raises(ManifestError, match=r"xyz789_000001_000011: not a Causal-VidQA question folder \('answer'\)"):
         causal_vidqa(str(tmp_path / "QA"), str(tmp_path))
+
+
+def test_egoschema_reads_its_real_files_and_exports_what_its_grader_reads(tmp_path):
+    # questions.json as EgoSchema's repository held it at commit 617b469 (its first 20 questions; the
+    # full file is not in reach) and its subset_answers.json (the 500 published answers).
+    questions = egoschema(str(FIXTURES / "egoschema_questions_617b469.json"),
+                          str(FIXTURES / "egoschema_subset_answers.json"), str(tmp_path))
+    assert len(questions) == 20 and all(len(q.choices) == 5 for q in questions)
+    assert questions[0].question.startswith("Although the video is predominantly focused on one recurring action")
+    assert questions[0].video == str(tmp_path / "001934bb-81bd-4cd8-a574-0472ef3f6678.mp4")
+    # None of these 20 is among the 500 with a published answer: each is answered, none is scored.
+    assert all(q.answer is None for q in questions)
+    rows = prediction_rows(questions, [i % 5 for i in range(19)] + [None])
+    entry = report(rows, dataset="egoschema")["tasks"]["mcq"]
+    assert (entry["questions"], entry["scored"], entry["score"], entry["invalid"]) == (20, 0, None, 1)
+    # validate.py posts {q_uid: option 0-4} (its README); an invalid answer is -1, which matches no option.
+    graded = egoschema_answers(rows)
+    assert list(graded) == [q.qid for q in questions] and graded[questions[-1].qid] == -1
+    assert all(v in range(5) for v in list(graded.values())[:19])
 
 
 def test_egoschema_and_jsonl_loaders(tmp_path, sample_dir):
