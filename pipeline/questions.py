@@ -24,11 +24,16 @@ def first_per_type(questions: list[Question], n: int) -> list[Question]:
     return chosen
 
 
-def _read_json(path: str | Path):
+def _read_json(path: str | Path, shape: type | None = None, expected: str = ""):
+    """The file's JSON; ManifestError when it cannot be read or, with `shape`, is not a `shape`
+    (`expected` says what the file should have been)."""
     try:
-        return json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise ManifestError(f"{path}: cannot read questions: {error}") from error
+    if shape is not None and not isinstance(data, shape):
+        raise ManifestError(f"{path}: not {expected}")
+    return data
 
 
 def _json_lines(path: str) -> list[tuple[int, object]]:
@@ -96,9 +101,7 @@ def star(json_path: str, video_dir: str) -> list[Question]:
     question's template (Interaction_T1), its category the question type its results are reported by
     (Interaction, Sequence, Prediction, Feasibility). The video is Charades' {video_id}.mp4, and the
     question is about its clip from `start` to `end` seconds."""
-    data = _read_json(json_path)
-    if not isinstance(data, list):
-        raise ManifestError(f"{json_path}: not STAR's question list (a JSON list of questions)")
+    data = _read_json(json_path, list, "STAR's question list (a JSON list of questions)")
     questions = []
     for number, item in enumerate(data):
         try:
@@ -123,9 +126,7 @@ def perception_test(json_path: str, video_dir: str) -> list[Question]:
     {video_id: {metadata, mc_question: [{id, question, options, answer_id, area, reasoning, tag}]}}.
     The qtype is the question's area, its categories its area and its type of reasoning, the two axes
     its results are reported by. The video is {video_id}.mp4."""
-    data = _read_json(json_path)
-    if not isinstance(data, dict):
-        raise ManifestError(f"{json_path}: not the Perception Test's annotations (a JSON object by video id)")
+    data = _read_json(json_path, dict, "the Perception Test's annotations (a JSON object by video id)")
     questions = []
     for video, item in data.items():
         try:
@@ -285,9 +286,7 @@ def neptune(json_path: str, video_dir: str) -> list[Question]:
     index), question type}. Multiple choice over the five choices, scored by accuracy (its README's
     metric; the open-ended mode's Gemma-based GEM metric is not in vidprep). The qtype and category are
     the question type. The video is {YouTube id}.mp4."""
-    data = _read_json(json_path)
-    if not isinstance(data, list):
-        raise ManifestError(f"{json_path}: not Neptune's question list (a JSON list of questions)")
+    data = _read_json(json_path, list, "Neptune's question list (a JSON list of questions)")
     questions = []
     for number, item in enumerate(data):
         try:
