@@ -221,13 +221,14 @@ class ReportWriter:
         if row["task"] == "rtl":
             lanes["true span"] = [(*question["answer"], "ground truth")] if question["answer"] else []
             lanes["predicted span"] = [(*predicted, f"{row['method']}'s answer")] if row["valid"] else []
-        if question.get("clip"):
-            lanes["asked clip"] = [(*question["clip"], "the part of the video the question is about")]
+        clip = question.get("clip")
+        if clip:
+            lanes["asked clip"] = [(*clip, "the part of the video the question is about")]
         for artifact, items in self._artifact_rows(row["video_id"], keys).items():
             if {"start", "end"} <= set(artifact.columns):
                 lanes[artifact.title] = [(r.start, r.end, r.line()) for r in items]
         # A step's visits are in the time the method was shown: a clip's, from its start.
-        offset = question["clip"][0] if question.get("clip") else 0.0
+        offset = clip[0] if clip else 0.0
         # Traces recorded before visits were kept per step: the question's visits as one step 0.
         steps = [dict(step, visited=[offset + t for t in step["visited"]]) for step in trace if step.get("visited")] or (
             [{"step": 0, "tool": "steps not recorded", "visited": row["visited"]}] if row["visited"] else [])
