@@ -28,6 +28,7 @@ from vidprep.jobs.errors import EXIT_FAILURES
 from vidprep.jobs.sample import make_sample
 from vidprep.jobs.serve_llm import ensure_local_llm
 from vidprep.pipeline.executor import run_stage
+from vidprep.stages.context import WorkerContext
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
 from vidprep.pipeline.progress import Progress
@@ -119,11 +120,8 @@ def naive_precompute(cfg, videos: list[dict]) -> int:
     store. Returns frames decoded."""
     import cv2
 
-    script = cfg.copy()
-    for model in (script.describer, script.model):
-        if "readings_uri" in model:
-            model.readings_uri = None
-    plan = build_plan(script.stages)
+    # Built and never set up with a worker's context: no store keeps the models' outputs or replies.
+    plan = build_plan(cfg.stages)
     frames_stage, embedder = plan.stages["frames"], plan.stages["frame_embeddings"].embedder
     describer, summary = plan.stages["segment_captions"].describer, plan.stages["summary"]
     transcript_stage = dataclasses.replace(plan.stages["transcript"], whisper_batch_size=0)
@@ -279,7 +277,7 @@ def decode_peak_kib(path: Path, scratch: Path) -> int:
 
 
 def _run_or_raise(store: Store, stage, key: str, inputs: list, video: dict) -> None:
-    (outcome,) = run_stage(store, stage, key, inputs, [video], "bench", "local")
+    (outcome,) = run_stage(WorkerContext(store), stage, key, inputs, [video], "bench", "local")
     if outcome.error is not None:
         raise outcome.error
 

@@ -55,6 +55,9 @@ def main() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     # A model load is not progress the user waits on; its bars would bury a one-line error.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # Hydra raises what composing a job's config raised instead of printing it, so a bad override reaches
+    # `errors.user_errors` and is one line, exit 2, like any other command's mistake.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
     # `vidprep -v COMMAND`: Ray's own logs and progress bars in the terminal (config ray.verbose).
     if sys.argv[1:2] in (["-v"], ["--verbose"]):
         del sys.argv[1]

@@ -68,9 +68,5 @@ def add_overrides(parser: argparse.ArgumentParser, multirun: bool = False) -> No
 
 
 def hydra_job_argv(command: str, args: argparse.Namespace, extra: tuple[str, ...] = ()) -> list[str]:
-    """The command line a Hydra job parses. A single run's overrides are composed here first, so a bad
-    one is a one-line user error like any other command's."""
-    overrides = [*args.overrides, *extra]
-    if not args.multirun:
-        load_config(overrides)
-    return [f"vidprep {command}", *(["--multirun"] if args.multirun else []), *overrides]
+    """The command line a Hydra job parses (Hydra composes its config once, for the job)."""
+    return [f"vidprep {command}", *(["--multirun"] if args.multirun else []), *args.overrides, *extra]

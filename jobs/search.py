@@ -6,6 +6,7 @@ import os
 from vidprep.jobs.config import add_overrides, load_config
 from vidprep.pipeline.plan import build_plan
 from vidprep.store.settings import StoreSettings
+from vidprep.store.artifacts import FRAME_EMBEDDINGS
 from vidprep.store.keys import content_id
 from vidprep.store.store import ArtifactMissing, Store, check_search_mode
 
@@ -37,15 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     cfg = load_config(args.overrides)
     plan = build_plan(cfg.stages)
-    stage = plan.stages["frame_embeddings"]
+    stage = plan.stages[FRAME_EMBEDDINGS.stage]
     store = StoreSettings.from_config(cfg.store).open()
     video_id = resolve_video(store, args.video)
     check_search_mode(cfg.search.mode)
     query = stage.embedder.embed_texts([args.text])[0]
-    hits = store.search(query, plan.keys["frame_embeddings"], video_id, args.k, text=args.text, mode=cfg.search.mode)
+    hits = store.search(query, plan.keys[FRAME_EMBEDDINGS.stage], video_id, args.k, text=args.text, mode=cfg.search.mode)
     names = {found: row["name"] for found, row in store.videos_by_id(sorted({h.video_id for h in hits})).items()}
     if not hits:
-        print(f"no embeddings for key {plan.keys['frame_embeddings']} in {store.uri}: run `vidprep precompute` first")
+        print(f"no embeddings for key {plan.keys[FRAME_EMBEDDINGS.stage]} in {store.uri}: run `vidprep precompute` first")
     for hit in hits:
         print(f"{names.get(hit.video_id, hit.video_id):<20} t={hit.timestamp:8.2f}s  score={hit.score:.3f}  "
               f"{hit.description or ''}")

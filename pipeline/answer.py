@@ -27,9 +27,11 @@ from vidprep.pipeline.tracking import provenance, write_job_metrics
 from vidprep.stages.agents.base import Question
 from vidprep.stages.agents.tools import VideoTools
 from vidprep.stages.media.files import is_uri
-from vidprep.stages.models.llm import Usage, api_keys, check_endpoints
+from vidprep.stages.context import Usage, WorkerContext
+from vidprep.stages.models.llm import api_keys, check_endpoints
 from vidprep.stages.prompts import is_prompt, prompt_hash
 from vidprep.conf.checks import check_range
+from vidprep.store.artifacts import FRAME_EMBEDDINGS
 from vidprep.store.keys import stage_key
 from vidprep.store.store import ArtifactMissing, check_search_mode, utcnow
 
@@ -99,19 +101,28 @@ def check_clips(store, questions: list[Question], ids: dict[str, str]) -> None:
 
 
 class AnswerWorker:
-    """One actor: builds the method, its LLM client and the vision backend once."""
+    """One actor: builds the method, its LLM client, the vision backend and the text embedder once, and
+    sets them up with the actor's context."""
 
-    def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str, api_keys: dict | None = None):
+    def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str, embedder: dict,
+                 api_keys: dict | None = None):
         os.environ.update(api_keys or {})
         cfg = OmegaConf.create(cfg_yaml)
-        self.store, self.keys, self.key = settings.open(), keys, key
+        self.context, self.keys, self.key = WorkerContext(settings.open()), keys, key
+        self.store = self.context.store
         self.llm = instantiate(cfg.llm.client)
         self.agent = instantiate(cfg.method, llm=self.llm)
         self.vision = instantiate(cfg.vision)
+        self.text_embedder = instantiate(embedder)
+        for component in (self.agent, self.vision, self.text_embedder):
+            component.setup(self.context)
         # Every LLM client a question spends on: the method's, and the vision backend's when it has one.
         self.clients = [self.llm] + [c for c in [getattr(self.vision, "llm", None)] if c is not None]
-        self.text_embedder = build_plan(cfg.stages).stages["frame_embeddings"].embedder
         self.search_mode = cfg.search.mode
+
+    def __del__(self):
+        for component in (self.agent, self.vision, self.text_embedder):
+            component.teardown()
 
     def __call__(self, row: dict) -> dict:
         question = Question(**json.loads(row["question_json"]))
@@ -212,7 +223,8 @@ def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
         answered_now = (ray.data.from_items(pending)
                         .map(AnswerWorker, fn_constructor_kwargs=dict(
                             cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys,
-                            key=key, api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True))),
+                            key=key, embedder=plan.configs[FRAME_EMBEDDINGS.stage]["embedder"],
+                            api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True))),
                              compute=pool, num_cpus=cfg.answer.num_cpus))
         with Progress("questions", len(pending)) as progress:
             for result in answered_now.iter_rows():

@@ -11,9 +11,8 @@ import time
 import traceback
 
 from vidprep.stages.base import Stage
+from vidprep.stages.context import WorkerContext
 from vidprep.stages.media import VideoError
-from vidprep.stages.models.llm import PROCESS_USAGE
-from vidprep.stages.models.vision import write_stored_readings
 from vidprep.store.artifacts import Artifact
 from vidprep.store.keys import row_id
 from vidprep.store.store import ArtifactMissing, Store
@@ -34,8 +33,8 @@ class _Writes:
     """Rows waiting to be written, per table, and the completion markers of videos whose rows are all here
     or already written."""
 
-    def __init__(self, store: Store):
-        self.store = store
+    def __init__(self, context: WorkerContext):
+        self.context, self.store = context, context.store
         self.rows: dict[str, list[dict]] = {}
         self.markers: list[dict] = []
 
@@ -56,33 +55,35 @@ class _Writes:
         self.write_rows()
         # What the stage's models computed for later stages (labels, text read off frames) is stored
         # before the videos are marked complete, when the next stage may start on them.
-        write_stored_readings()
+        self.context.flush()
         self.store.mark_done(self.markers)
         self.markers = []
 
 
-def run_stage(store: Store, stage: Stage, key: str, inputs: list[tuple[Artifact, str]], videos: list[dict],
-              run_id: str, node_id: str) -> list[Outcome]:
-    """Each video's outcome, in order. `inputs`: the artifact and stage key of each upstream stage, in the
-    order of `stage.upstream`. One video's failure (a stage error, a row the store refuses) is its own."""
+def run_stage(context: WorkerContext, stage: Stage, key: str, inputs: list[tuple[Artifact, str]],
+              videos: list[dict], run_id: str, node_id: str) -> list[Outcome]:
+    """Each video's outcome, in order, with `stage` set up with `context`. `inputs`: the artifact and
+    stage key of each upstream stage, in the order of `stage.upstream`. One video's failure (a stage
+    error, a row the store refuses) is its own."""
+    store = context.store
     done = store.done_keys([v["video_id"] for v in videos])
-    writes, outcomes = _Writes(store), []
+    writes, outcomes = _Writes(context), []
     for video in videos:
         outcome = Outcome()
         outcomes.append(outcome)
         if (video["video_id"], key) in done:
             continue
-        calls_before = PROCESS_USAGE.calls
+        calls_before = context.usage.calls
         try:
             outcome.rows = _run_video(store, stage, key, inputs, video, done, writes, node_id, run_id)
         except Exception as error:  # noqa: BLE001 - the video's failure; the other videos go on
             writes.drop(video["video_id"])
             outcome.rows, outcome.error = 0, error
-        outcome.llm_calls = PROCESS_USAGE.calls - calls_before
+        outcome.llm_calls = context.usage.calls - calls_before
     try:
         writes.write()
     except Exception:  # noqa: BLE001 - one video's rows are refused: write each video apart to find it
-        _write_apart(store, stage, key, inputs, videos, outcomes, node_id, run_id)
+        _write_apart(context, stage, key, inputs, videos, outcomes, node_id, run_id)
     return outcomes
 
 
@@ -112,14 +113,15 @@ def _run_video(store: Store, stage: Stage, key: str, inputs: list[tuple[Artifact
     return rows
 
 
-def _write_apart(store: Store, stage: Stage, key: str, inputs, videos: list[dict], outcomes: list[Outcome],
-                 node_id: str, run_id: str) -> None:
+def _write_apart(context: WorkerContext, stage: Stage, key: str, inputs, videos: list[dict],
+                 outcomes: list[Outcome], node_id: str, run_id: str) -> None:
     """Run again, one video per write, each video whose rows were not yet marked complete."""
+    store = context.store
     done = store.done_keys([v["video_id"] for v in videos])
     for video, outcome in zip(videos, outcomes):
         if outcome.error is not None or outcome.rows < 0 or (video["video_id"], key) in done:
             continue
-        writes = _Writes(store)
+        writes = _Writes(context)
         try:
             _run_video(store, stage, key, inputs, video, done, writes, node_id, run_id)
             writes.write()

@@ -3,6 +3,7 @@ as Ray Data maps. Stateless stages run as Ray tasks; stages that hold a model ru
 the model loads once per actor. Each map is named after its stage (`Map(frame_embeddings)`)."""
 
 import atexit
+import dataclasses
 import json
 import logging
 import os
@@ -18,9 +19,10 @@ from omegaconf import DictConfig, OmegaConf
 from vidprep.pipeline.executor import describe_error, run_stage
 from vidprep.pipeline.plan import Plan, build_stage
 from vidprep.conf.checks import ConfigError, check_range
+from vidprep.stages.base import Resources
+from vidprep.stages.context import WorkerContext
 from vidprep.stages.models.llm import api_keys
 from vidprep.store.settings import StoreSettings
-from vidprep.store.store import Store
 
 
 def _ray_logs_to(path: Path) -> None:
@@ -105,42 +107,51 @@ def _node_id() -> str:
     return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
 
 
-def _run_group(store: Store, stage, name: str, plan_keys: dict, inputs: list, group: pa.Table,
+def _run_group(context: WorkerContext, stage, name: str, plan_keys: dict, inputs: list, group: pa.Table,
                run_id: str) -> pa.Table:
     """A group of video records through one stage: each record gains the stage's rows and LLM calls, or
     the stage as its failed one (a video failed earlier passes through)."""
     records = group.to_pylist()
     pending = [r for r in records if not r["failed_stage"]]
     outcomes = dict(zip((r["video_id"] for r in pending),
-                        run_stage(store, stage, plan_keys[name], inputs, pending, run_id, _node_id())))
+                        run_stage(context, stage, plan_keys[name], inputs, pending, run_id, _node_id())))
     for record in records:
         outcome = outcomes.get(record["video_id"]) if not record["failed_stage"] else None
         record.update({f"rows__{name}": outcome.rows if outcome else -1,
                        f"llm_calls__{name}": outcome.llm_calls if outcome else 0})
         if outcome and outcome.error is not None:
             record.update(failed_stage=name, error=describe_error(outcome.error))
-            store.record_failure(record["video_id"], record["source_path"], name, plan_keys[name],
-                                 record["error"], run_id)
+            context.store.record_failure(record["video_id"], record["source_path"], name, plan_keys[name],
+                                         record["error"], run_id)
     return pa.Table.from_pylist(records)
 
 
 def run_stateless(group: pa.Table, settings: StoreSettings, name: str, config: dict, keys: dict,
                   inputs: list, run_id: str) -> pa.Table:
-    return _run_group(settings.open(), build_stage(config), name, keys, inputs, group, run_id)
+    stage, context = build_stage(config), WorkerContext(settings.open())
+    stage.setup(context)
+    try:
+        return _run_group(context, stage, name, keys, inputs, group, run_id)
+    finally:
+        stage.teardown()
 
 
 class ModelStageWorker:
-    """One actor of a model stage's pool: builds the stage (and so loads its model) once."""
+    """One actor of a model stage's pool: builds and sets up the stage (and so loads its model) once."""
 
     def __init__(self, settings: StoreSettings, name: str, config: dict, keys: dict,
                  inputs: list, run_id: str, api_keys: dict):
         os.environ.update(api_keys)
-        self.store = settings.open()
+        self.context = WorkerContext(settings.open())
         self.stage = build_stage(config)
+        self.stage.setup(self.context)
         self.name, self.keys, self.inputs, self.run_id = name, keys, inputs, run_id
 
     def __call__(self, group: pa.Table) -> pa.Table:
-        return _run_group(self.store, self.stage, self.name, self.keys, self.inputs, group, self.run_id)
+        return _run_group(self.context, self.stage, self.name, self.keys, self.inputs, group, self.run_id)
+
+    def __del__(self):
+        self.stage.teardown()
 
 
 def video_groups(records: list[dict], group_seconds: float, cpus: float) -> list[list[dict]]:
@@ -159,14 +170,23 @@ def video_groups(records: list[dict], group_seconds: float, cpus: float) -> list
     return groups
 
 
+def ray_args(resources: Resources, gpu_memory_gb: float) -> dict:
+    """A stage's resources as Ray's remote arguments."""
+    args = {"num_cpus": resources.cpus}
+    if gpus := resources.gpu_share(gpu_memory_gb):
+        args["num_gpus"] = gpus
+    if resources.custom:
+        args["resources"] = dict(resources.custom)
+    return args
+
+
 def stage_maps(ds, cfg: DictConfig, plan: Plan, settings: StoreSettings, run_id: str):
     """`ds` of video records, one block per group (`video_groups`), through every stage of the plan, in
     order; each group is one batch of each stage."""
     for name, resources in stage_resources(cfg, plan).items():
         args = dict(settings=settings, name=name, config=plan.configs[name], keys=plan.keys,
                     inputs=plan.inputs(name), run_id=run_id)
-        remote = dict(resources)
-        pool = remote.pop("concurrency", 1)
+        remote = ray_args(resources, cfg.ray.gpu_memory_gb)
         # Ray Data names a map after its function or class: the stage's name shows in progress and logs.
         if plan.stages[name].stateful:
             worker = type(name, (ModelStageWorker,), {"__module__": __name__})
@@ -175,7 +195,7 @@ def stage_maps(ds, cfg: DictConfig, plan: Plan, settings: StoreSettings, run_id:
             # selector (any node, as without one) keeps the args apart.
             remote.setdefault("label_selector", {})
             ds = ds.map_batches(worker, fn_constructor_kwargs=args | {"api_keys": api_keys(plan.configs[name])},
-                                compute=ray.data.ActorPoolStrategy(size=pool), **_GROUPS, **remote)
+                                compute=ray.data.ActorPoolStrategy(size=resources.pool_size), **_GROUPS, **remote)
         else:
             ds = ds.map_batches(_named(run_stateless, name), fn_kwargs=args, **_GROUPS, **remote)
     return ds
@@ -193,7 +213,7 @@ def _named(function, name: str):
     return stage
 
 
-def fit_resources(resources: dict[str, dict], stateful: set[str], cpus: float) -> dict[str, dict]:
+def fit_resources(resources: dict[str, Resources], stateful: set[str], cpus: float) -> dict[str, Resources]:
     """Stage resources under which every stage can run at once on `cpus` CPUs.
 
     Ray Data keeps at least one actor of every model stage's pool alive for the whole run, holding its
@@ -201,21 +221,21 @@ def fit_resources(resources: dict[str, dict], stateful: set[str], cpus: float) -
     can take the CPU an earlier stage waits for and the run hangs; so the pools' CPU requests are
     scaled down by one factor until they fit beside that task (the actors then share cores).
     """
-    pools = sum(r["num_cpus"] * r.get("concurrency", 1) for n, r in resources.items() if n in stateful)
-    task = max((r["num_cpus"] for n, r in resources.items() if n not in stateful), default=0)
+    pools = sum(r.cpus * r.pool_size for n, r in resources.items() if n in stateful)
+    task = max((r.cpus for n, r in resources.items() if n not in stateful), default=0)
     if task > cpus:
         raise ConfigError(f"a stage task asks for {task} CPUs but this Ray has {cpus}: lower "
-                          "resources.STAGE.num_cpus or raise ray.num_cpus")
+                          "resources.STAGE.cpus or raise ray.num_cpus")
     if pools <= cpus - task:
         return resources
     scale = (cpus - task) / pools
     logging.getLogger(__name__).warning(
         "model stages ask for %s CPUs for their actors and this Ray has %s beside a %s-CPU task: "
         "their CPU requests are scaled by %.2f so no stage waits forever", pools, cpus, task, scale)
-    return {n: dict(r, num_cpus=r["num_cpus"] * scale) if n in stateful else r for n, r in resources.items()}
+    return {n: dataclasses.replace(r, cpus=r.cpus * scale) if n in stateful else r for n, r in resources.items()}
 
 
-def declared_resources(plan: Plan, gpus: float, cluster: bool) -> dict[str, dict]:
+def declared_resources(plan: Plan, gpus: float, cluster: bool) -> dict[str, Resources]:
     """What each stage declares, its GPU share kept only where its model will run on CUDA: a model set to
     `auto` on a Ray with GPUs, or to `cuda` (on a local Ray without GPUs that is an error, since it would
     wait forever; a cluster may add GPU nodes)."""
@@ -226,27 +246,36 @@ def declared_resources(plan: Plan, gpus: float, cluster: bool) -> dict[str, dict
             raise ConfigError(f"stages.{name}: its model's device is {device!r} but this Ray has no GPU "
                               "(use device=auto or cpu)")
         on_cuda = (device == "auto" and gpus > 0) or bool(device and device.startswith("cuda"))
-        declared[name] = {k: v for k, v in stage.resources.items() if k != "num_gpus" or on_cuda}
+        declared[name] = stage.resources if on_cuda else dataclasses.replace(stage.resources, gpus=0, gpu_memory_gb=0)
     return declared
 
 
-def stage_resources(cfg: DictConfig, plan: Plan) -> dict[str, dict]:
-    """Each stage's Ray resources from `resources`; fitted to a local Ray, whose size is known and fixed
-    (a cluster may autoscale to what the stages ask for)."""
+def stage_resources(cfg: DictConfig, plan: Plan) -> dict[str, Resources]:
+    """Each stage's resources, `resources.STAGE` over what it declares; fitted to a local Ray, whose size
+    is known and fixed (a cluster may autoscale to what the stages ask for)."""
     overrides = OmegaConf.to_container(cfg.resources, resolve=True)
+    unknown = sorted(set(overrides) - set(plan.stages))
+    if unknown:
+        raise ConfigError(f"resources.{unknown[0]}: no such stage in this plan ({', '.join(plan.stages)})")
+    check_range("ray.gpu_memory_gb", cfg.ray.gpu_memory_gb, 0.001, unit="GB")
     cluster = bool(cfg.ray.address)
     declared = declared_resources(plan, ray.cluster_resources().get("GPU", 0), cluster)
     if not cluster:
         # A pool's actor holds its CPUs for the whole run, idle or not, and Ray Data then runs fewer
         # stateless tasks: on 2 cores one clip was decoded at a time beside an embedder idle 2/3 of the
         # time. On a local Ray the model threads share the cores with the tasks anyway, so there the
-        # actors ask for no CPU unless `resources.STAGE.num_cpus` says otherwise.
-        declared = {n: dict(r, num_cpus=0) if plan.stages[n].stateful else r for n, r in declared.items()}
-    resources = {name: {**declared[name], **overrides.get(name, {})} for name in plan.stages}
-    for name, asked in resources.items():
-        for setting, low in (("num_cpus", 0), ("num_gpus", 0), ("concurrency", 1)):
-            if setting in asked:
-                check_range(f"resources.{name}.{setting}", asked[setting], low)
+        # actors ask for no CPU unless `resources.STAGE.cpus` says otherwise.
+        declared = {n: dataclasses.replace(r, cpus=0) if plan.stages[n].stateful else r for n, r in declared.items()}
+    resources = {}
+    for name in plan.stages:
+        given = overrides.get(name, {})
+        fields = {f.name for f in dataclasses.fields(Resources)}
+        if set(given) - fields:
+            raise ConfigError(f"resources.{name}.{sorted(set(given) - fields)[0]} is not a resource; "
+                              f"one of {', '.join(sorted(fields))}")
+        resources[name] = dataclasses.replace(declared[name], **given)
+        for setting, low in (("cpus", 0), ("gpus", 0), ("gpu_memory_gb", 0), ("pool_size", 1)):
+            check_range(f"resources.{name}.{setting}", getattr(resources[name], setting), low)
     if cluster:
         return resources
     stateful = {name for name, stage in plan.stages.items() if stage.stateful}

@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import ClassVar
 
+from vidprep.stages.context import Component
 from vidprep.store.artifacts import Artifact
 from vidprep.store.keys import stage_key
 
@@ -25,8 +26,28 @@ def runtime(default):
     return dataclasses.field(default=default, metadata={"runtime": True})
 
 
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    """What each task of a stage, or each actor of a model stage's pool, asks Ray for.
+    `resources.STAGE.FIELD` in the config overrides any of it."""
+
+    cpus: float = 1.0
+    # A GPU share asked for outright; 0: derived from gpu_memory_gb. Either is asked for only where the
+    # stage's model runs on CUDA (see `Stage.model_device`) and the cluster has GPUs.
+    gpus: float = 0.0
+    # The GPU memory the stage's model needs: its share of a GPU of `ray.gpu_memory_gb`.
+    gpu_memory_gb: float = 0.0
+    # Actors in a model stage's pool (each holds one copy of the model).
+    pool_size: int = 1
+    # Ray custom resources, e.g. {gpu_node: 0.25} to place the stage on nodes tagged so.
+    custom: dict = dataclasses.field(default_factory=dict)
+
+    def gpu_share(self, gpu_memory_gb: float) -> float:
+        return self.gpus or min(1.0, self.gpu_memory_gb / gpu_memory_gb)
+
+
 @dataclasses.dataclass
-class Stage:
+class Stage(Component):
     # The name of the stage in config and in the store: its artifact's `stage`.
     name: ClassVar[str]
     version: ClassVar[int]
@@ -34,12 +55,9 @@ class Stage:
     artifact: ClassVar[Artifact]
     # Stages whose artifacts `run` reads, in the order of its arguments after `video`.
     upstream: ClassVar[tuple[str, ...]] = ()
-    # True for stages that hold a model: built once per worker and reused across videos.
+    # True for stages that hold a model: built and set up once per actor of a pool, reused across videos.
     stateful: ClassVar[bool] = False
-    # Ray resources of each task (or, for a stateful stage, of each actor of its pool, with `concurrency`
-    # actors); `resources.STAGE.*` in the config overrides any of them. A `num_gpus` share is asked for
-    # only where the stage's model may run on CUDA (see `model_device`) and the cluster has GPUs.
-    resources: ClassVar[dict] = {"num_cpus": 1}
+    resources: ClassVar[Resources] = Resources()
 
     # Rows per batch read from upstream and written to the store.
     batch_size: int = dataclasses.field(default=32, metadata={"runtime": True}, kw_only=True)

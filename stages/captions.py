@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 from vidprep.conf.checks import check_range
 
-from vidprep.stages.base import Stage, evenly_spaced, runtime
+from vidprep.stages.base import Resources, Stage, evenly_spaced, runtime
 from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS
 
 
@@ -17,7 +17,7 @@ class CaptionSegments(Stage):
     artifact = SEGMENT_CAPTIONS
     upstream = ("frames", "segments")
     stateful = True
-    resources = {"num_cpus": 1, "concurrency": 1, "num_gpus": 0.25}
+    resources = Resources(gpu_memory_gb=6)
 
     describer: object = runtime(None)
     frames_per_segment: int = 3
@@ -68,7 +68,7 @@ class CaptionFrames(Stage):
     artifact = FRAME_CAPTIONS
     upstream = ("frames",)
     stateful = True
-    resources = {"num_cpus": 1, "concurrency": 1, "num_gpus": 0.25}
+    resources = Resources(gpu_memory_gb=6)
 
     describer: object = runtime(None)
     positions: int = 5

@@ -3,7 +3,7 @@
 import dataclasses
 from collections.abc import Iterator
 
-from vidprep.stages.base import Stage, runtime
+from vidprep.stages.base import Resources, Stage, runtime
 from vidprep.store.artifacts import FRAME_EMBEDDINGS
 
 
@@ -14,7 +14,7 @@ class EmbedFrames(Stage):
     artifact = FRAME_EMBEDDINGS
     upstream = ("frames",)
     stateful = True
-    resources = {"num_cpus": 1, "concurrency": 1, "num_gpus": 0.25}
+    resources = Resources(gpu_memory_gb=6)
 
     # A backend from stages.models.embedders (built from conf/model/).
     embedder: object = runtime(None)

@@ -81,7 +81,6 @@ class ImportedCaptions(Stage):
     artifact = FRAME_CAPTIONS
     # Parses the caption source once per worker.
     stateful = True
-    resources = {"num_cpus": 1, "concurrency": 1}
 
     format: str = "videoagent"
     path: str = runtime("")

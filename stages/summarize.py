@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from vidprep.conf.checks import check_range
 
-from vidprep.stages.base import Stage, runtime
+from vidprep.stages.base import Resources, Stage, runtime
 from vidprep.store.artifacts import SUMMARIES
 from vidprep.stages.prompts import load_prompt, prompt_hash
 
@@ -30,7 +30,7 @@ class SummarizeVideo(Stage):
     upstream = ("segment_captions",)
     stateful = True
     # It calls the LLM server, which does the work: no CPU of its own.
-    resources = {"num_cpus": 0, "concurrency": 1}
+    resources = Resources(cpus=0)
 
     llm: object = runtime(None)
     prompt: str = "summary_v2.txt"

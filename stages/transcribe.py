@@ -13,7 +13,7 @@ import numpy as np
 from vidprep.conf.checks import ConfigError, check_range, require
 from vidprep.stages.models.devices import check_device, ctranslate2_device
 
-from vidprep.stages.base import Stage, runtime
+from vidprep.stages.base import Resources, Stage, runtime
 from vidprep.store.artifacts import TRANSCRIPTS
 from vidprep.stages.media.ffmpeg import decode_audio
 from vidprep.stages.media.files import local_file
@@ -56,7 +56,7 @@ class TranscribeSpeech(Stage):
     version = 2
     artifact = TRANSCRIPTS
     stateful = True
-    resources = {"num_cpus": 1, "concurrency": 1, "num_gpus": 0.25}
+    resources = Resources(gpu_memory_gb=6)
 
     model: str = "shipped"
     backend: str = "auto"

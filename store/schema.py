@@ -160,10 +160,9 @@ INDEXED_COLUMNS = {"row_id": "BTREE", "video_id": "BTREE", "name": "BTREE", "sta
                    "run_key": "BITMAP"}
 
 
-def scalar_indexes(table: str) -> dict[str, str]:
-    """Column -> index type of the scalar indexes a table keeps."""
-    names = schema_for(table).names
-    return {column: kind for column, kind in INDEXED_COLUMNS.items() if column in names}
+def scalar_indexes(columns: list[str]) -> dict[str, str]:
+    """Column -> index type of the scalar indexes a table with these columns keeps."""
+    return {column: kind for column, kind in INDEXED_COLUMNS.items() if column in columns}
 
 
 def text_index(table: str) -> str | None:
@@ -182,11 +181,18 @@ def _artifact_of(table: str):
     return None
 
 
-def schema_for(table: str) -> pa.Schema:
-    """Schema of a table; embedding tables are named by their vector size (`frame_embeddings_384`)."""
+def declared_schema(table: str) -> pa.Schema | None:
+    """Schema of a table as this process declares it (None: declared in a module not imported here);
+    embedding tables are named by their vector size (`frame_embeddings_384`)."""
     if table in BOOKKEEPING:
         return BOOKKEEPING[table]
     artifact = _artifact_of(table)
-    if artifact is None:
-        raise KeyError(f"no table {table!r} is declared")
-    return artifact.schema
+    return artifact.schema if artifact else None
+
+
+def schema_for(table: str) -> pa.Schema:
+    """The declared schema of a table, which creating it needs."""
+    declared = declared_schema(table)
+    if declared is None:
+        raise KeyError(f"no table {table!r} is declared: import the module that declares its artifact")
+    return declared

@@ -77,13 +77,15 @@ class Store:
 
     def table(self, name: str):
         if name not in self._tables:
-            declared = schema.schema_for(name)
+            # A table opens by its stored schema; only creating one needs its declaration, so a table
+            # declared in a user's module that this process has not imported is still read and compacted.
             try:
                 table = self._db.open_table(name)
             except ValueError:  # not there yet (two processes may create it at once: exist_ok)
-                table = self._db.create_table(name, schema=declared, exist_ok=True)
+                table = self._db.create_table(name, schema=schema.schema_for(name), exist_ok=True)
             # A store written by an earlier vidprep lacks the columns added since: they are added, empty.
-            missing = [field for field in declared if field.name not in table.schema.names]
+            declared = schema.declared_schema(name)
+            missing = [field for field in declared or [] if field.name not in table.schema.names]
             if missing:
                 table.add_columns(missing)
             self._ensure_indexes(name, table)
@@ -96,7 +98,7 @@ class Store:
         was built are read by a scan beside it until `compact` folds them in."""
         indexed = {tuple(index.columns) for index in table.list_indices()}
         configs = {column: BTree() if kind == "BTREE" else Bitmap()
-                   for column, kind in schema.scalar_indexes(name).items()}
+                   for column, kind in schema.scalar_indexes(table.schema.names).items()}
         if text := schema.text_index(name):
             # Lower-cased, stemmed English words without stop words: "flowers" finds "flower".
             configs[text] = FTS()
@@ -122,7 +124,7 @@ class Store:
         rows too: the last of a `row_id` is kept, since merge_insert would insert each of them)."""
         if not isinstance(rows, pa.Table):
             rows = list({row["row_id"]: row for row in rows}.values())
-        data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, schema.schema_for(name))
+        data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, self.table(name).schema)
         if data.num_rows == 0:
             return
         (

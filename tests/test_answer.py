@@ -209,7 +209,8 @@ from vidprep.store.keys import content_id
 cfg = load_config(["store.uri={cfg.store.uri}", "dataset=folder", "dataset.manifest={sample_dir}", "method=caviar",
                    "method.max_steps=1", "stages.frames.fps=1", "llm.client.cache=false"])
 keys = build_plan(cfg.stages).keys
-worker = AnswerWorker(OmegaConf.to_yaml(cfg, resolve=True), StoreSettings.from_config(cfg.store), keys, "probe")
+worker = AnswerWorker(OmegaConf.to_yaml(cfg, resolve=True), StoreSettings.from_config(cfg.store), keys, "probe",
+                      OmegaConf.to_container(cfg.model, resolve=True))
 question = jsonl("{sample_dir}/questions.jsonl")[0]
 worker({{"question_json": json.dumps(question.to_dict()), "video_id": content_id(question.video)}})
 watched = ["faster_whisper", "ctranslate2", "rapidocr_onnxruntime", "onnxruntime", "cv2", "av"]
@@ -664,7 +665,7 @@ def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewe
                           "vision=vlm", "llm=openai", f"llm.client.base_url={server.base_url}",
                           "llm.client.model=scripted", "llm.client.cache=false", "llm.client.max_retries=0")
         worker = AnswerWorker(OmegaConf.to_yaml(conf, resolve=True), StoreSettings.from_config(conf.store),
-                              build_plan(conf.stages).keys, "cost-probe")
+                              build_plan(conf.stages).keys, "cost-probe", OmegaConf.to_container(conf.model, resolve=True))
         server.script = [("reply", json.dumps(r)) for r in (
             {"reasoning": "r", "answer": 2, "confidence": 1},
             {"reasoning": "r", "steps": [{"tool": "visual_question",
@@ -708,7 +709,8 @@ def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precompu
                           "llm.client.model=scripted", "llm.client.cache=false", "llm.client.max_retries=0",
                           "llm.client.timeout_s=0.5")
         worker = AnswerWorker(OmegaConf.to_yaml(conf, resolve=True), StoreSettings.from_config(conf.store),
-                              build_plan(conf.stages).keys, "timeout-probe")
+                              build_plan(conf.stages).keys, "timeout-probe",
+                              OmegaConf.to_container(conf.model, resolve=True))
         server.script = [("hang", 3)]
         question = next(q for q in jsonl(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
         result = worker({"question_json": json.dumps(question.to_dict()),

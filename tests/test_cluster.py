@@ -30,8 +30,8 @@ cluster.wait_for_nodes()
 overrides = [f"store.uri={store}", "dataset=folder", f"dataset.manifest={manifest}", "ray.progress_bars=false",
              f"ray.address={cluster.address}"]
 for stage in ("frame_embeddings", "segment_captions", "frame_captions"):
-    overrides.append(f"+resources.{stage}.resources={{vision_node: 0.3}}")
-overrides.append("+resources.transcript.resources={speech_node: 1}")
+    overrides.append(f"+resources.{stage}.custom={{vision_node: 0.3}}")
+overrides.append("+resources.transcript.custom={speech_node: 1}")
 summary = precompute(load_config(overrides))
 print(json.dumps({"done": summary.done, "failed": summary.failed,
                   "nodes": {"vision": vision.node_id, "speech": speech.node_id,

@@ -6,7 +6,7 @@ import pytest
 
 from vidprep.conf.checks import ConfigError
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.runner import declared_resources, stage_resources
+from vidprep.pipeline.runner import declared_resources, ray_args, stage_resources
 from vidprep.stages.models.devices import check_device, ctranslate2_device, onnx_providers, torch_device, wants_cuda
 from vidprep.stages.models.embedders import LabelTextEmbedder
 from vidprep.stages.models.vision import ImageNetClassifier
@@ -72,12 +72,14 @@ def _photo_jpeg() -> bytes:
 
 def test_model_stages_ask_for_a_gpu_share_only_where_their_model_runs_on_cuda(tmp_path):
     plan = build_plan(config_for(tmp_path, tmp_path).stages)
-    assert not any("num_gpus" in r for r in declared_resources(plan, gpus=0, cluster=False).values())
+    assert not any(r.gpu_share(24) for r in declared_resources(plan, gpus=0, cluster=False).values())
     on_a_gpu_node = declared_resources(plan, gpus=1, cluster=False)
-    assert {n for n, r in on_a_gpu_node.items() if "num_gpus" in r} == MODEL_STAGES
-    assert sum(r.get("num_gpus", 0) for r in on_a_gpu_node.values()) <= 1
+    assert {n for n, r in on_a_gpu_node.items() if r.gpu_share(24)} == MODEL_STAGES
+    assert sum(r.gpu_share(24) for r in on_a_gpu_node.values()) <= 1
+    # A bigger GPU holds more of the same models.
+    assert sum(ray_args(r, 80).get("num_gpus", 0) for r in on_a_gpu_node.values()) < 0.5
     on_cpu = build_plan(config_for(tmp_path, tmp_path, *ALL_ON_CPU).stages)
-    assert not any("num_gpus" in r for r in declared_resources(on_cpu, gpus=1, cluster=False).values())
+    assert not any(r.gpu_share(24) for r in declared_resources(on_cpu, gpus=1, cluster=False).values())
 
 
 def test_cuda_asked_of_a_local_ray_without_gpus_fails_before_the_run(tmp_path, ray_session):
@@ -86,7 +88,10 @@ def test_cuda_asked_of_a_local_ray_without_gpus_fails_before_the_run(tmp_path, r
     with pytest.raises(ConfigError, match="stages.transcript: its model's device is 'cuda' but this Ray has no GPU"):
         stage_resources(cfg, plan)
     # A cluster may add GPU nodes when asked: there the share is requested.
-    assert declared_resources(plan, gpus=0, cluster=True)["transcript"]["num_gpus"] == 0.25
-    # The user's own request wins over the declared one.
-    cpu_cfg = config_for(tmp_path, tmp_path, *ALL_ON_CPU, "ray.address=auto", "+resources.transcript.num_gpus=0.5")
-    assert stage_resources(cpu_cfg, build_plan(cpu_cfg.stages))["transcript"]["num_gpus"] == 0.5
+    assert ray_args(declared_resources(plan, gpus=0, cluster=True)["transcript"], 24)["num_gpus"] == 0.25
+    # The user's own request wins over the declared one; a setting that is no resource is named.
+    cpu_cfg = config_for(tmp_path, tmp_path, *ALL_ON_CPU, "ray.address=auto", "+resources.transcript.gpus=0.5")
+    assert stage_resources(cpu_cfg, build_plan(cpu_cfg.stages))["transcript"].gpus == 0.5
+    bad = config_for(tmp_path, tmp_path, "+resources.transcript.num_gpus=0.5")
+    with pytest.raises(ConfigError, match="resources.transcript.num_gpus is not a resource; one of cpus, custom"):
+        stage_resources(bad, build_plan(bad.stages))

@@ -8,6 +8,7 @@ import pytest
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
 from vidprep.store.settings import StoreSettings
+from vidprep.stages.context import WorkerContext
 from vidprep.stages.models.llm import LLMClient, LLMError, LLMReplyError, image_part
 from vidprep.store.artifacts import SUMMARIES
 from vidprep.store.keys import content_id
@@ -29,9 +30,12 @@ def server():
 
 def client(server, tmp_path=None, **options) -> LLMClient:
     settings = dict(base_url=server.base_url, model="scripted", timeout_s=2.0, max_retries=3,
-                    backoff_s=0.05, cache=tmp_path is not None,
-                    cache_uri=str(tmp_path / "db") if tmp_path else None)
-    return LLMClient(**(settings | options))
+                    backoff_s=0.05, cache=tmp_path is not None)
+    llm = LLMClient(**(settings | options))
+    if tmp_path:
+        # The reply cache is the worker's store.
+        llm.setup(WorkerContext(Store(str(tmp_path / "db"))))
+    return llm
 
 
 def test_retries_after_429_with_retry_after_and_500(server):

@@ -152,7 +152,7 @@ def test_each_vision_model_runs_once_per_frame_through_the_store(tmp_path):
     from vidprep.jobs.sample import _frame
     from vidprep.stages.models.describers import ShippedDescriber
     from vidprep.stages.models.embedders import LabelTextEmbedder
-    from vidprep.stages.models.vision import write_stored_readings
+    from vidprep.stages.context import WorkerContext
     from vidprep.store.store import Store
 
     def jpeg(name: str, text: str | None) -> bytes:
@@ -167,18 +167,21 @@ def test_each_vision_model_runs_once_per_frame_through_the_store(tmp_path):
 
     rocket, cat = jpeg("rocket", "LAUNCH"), jpeg("chelsea", "CAT")
     uri = str(tmp_path / "db")
-    embedder = LabelTextEmbedder(readings_uri=uri)
+    # Two workers, each with its own context on one store: the describer's reads the embedder's labels.
+    embedder, embedder_worker = LabelTextEmbedder(), WorkerContext(Store(uri))
+    embedder.setup(embedder_worker)
     labelled = counted(embedder.classifier, "_top")
     embedder.embed_images([rocket, cat])
-    write_stored_readings()
-    describer = ShippedDescriber(readings_uri=uri)
+    embedder_worker.flush()
+    describer, describer_worker = ShippedDescriber(), WorkerContext(Store(uri))
+    describer.setup(describer_worker)
     classified, read = counted(describer.classifier, "_top"), counted(describer.reader, "_lines")
     # A run of alike frames is described once: the second rocket's text is not read.
     text, confidence = describer.describe([rocket, rocket, cat])
     assert labelled == [rocket, cat] and classified == [] and read == [rocket, cat]
     assert text.count("Looks like") == 2 and '"LAUNCH"' in text and '"CAT"' in text
     assert describer.describe([cat]) == ShippedDescriber().describe([cat]) and read == [rocket, cat]
-    write_stored_readings()
+    describer_worker.flush()
     stored = Store(uri).scan("frame_readings", columns=["model"])["model"].to_pylist()
     assert sorted(stored) == ["mobilenetv2-7/top20"] * 2 + ["rapidocr-1.4"] * 2
     assert confidence == pytest.approx(sum(ShippedDescriber().describe([i])[1] for i in (rocket, rocket, cat)) / 3)

@@ -14,6 +14,8 @@ from vidprep.pipeline.runner import fit_resources, stage_resources, video_groups
 from vidprep.conf.checks import ConfigError
 from vidprep.store.artifacts import TRANSCRIPTS
 from vidprep.store.keys import content_id
+from vidprep.stages.base import Resources
+from vidprep.stages.context import WorkerContext
 from vidprep.stages.decode import DecodeFrames
 from vidprep.stages.probe import ProbeVideo
 from vidprep.store.settings import StoreSettings
@@ -68,19 +70,19 @@ def test_model_stage_pools_leave_a_small_local_ray_to_the_tasks_and_asked_cpus_a
     cfg = config_for(tmp_path, tmp_path)
     plan = build_plan(cfg.stages)
     resources = stage_resources(cfg, plan)
-    pools = [r["num_cpus"] * r.get("concurrency", 1) for n, r in resources.items() if plan.stages[n].stateful]
+    pools = [r.cpus * r.pool_size for n, r in resources.items() if plan.stages[n].stateful]
     assert set(pools) == {0}
-    asked = stage_resources(config_for(tmp_path, tmp_path, "+resources.frame_embeddings.num_cpus=2",
-                                       "+resources.transcript.num_cpus=2"), plan)
-    assert asked["frame_embeddings"]["num_cpus"] + asked["transcript"]["num_cpus"] + asked["frames"]["num_cpus"] <= 2
+    asked = stage_resources(config_for(tmp_path, tmp_path, "+resources.frame_embeddings.cpus=2",
+                                       "+resources.transcript.cpus=2"), plan)
+    assert asked["frame_embeddings"].cpus + asked["transcript"].cpus + asked["frames"].cpus <= 2
     on_a_cluster = stage_resources(config_for(tmp_path, tmp_path, "ray.address=auto"), plan)
-    assert on_a_cluster["frame_embeddings"]["num_cpus"] == 1
+    assert on_a_cluster["frame_embeddings"].cpus == 1
 
 
 def test_fitting_keeps_roomy_resources_and_rejects_a_task_bigger_than_ray():
-    roomy = {"frames": {"num_cpus": 1}, "embed": {"num_cpus": 2, "concurrency": 2}}
+    roomy = {"frames": Resources(cpus=1), "embed": Resources(cpus=2, pool_size=2)}
     assert fit_resources(roomy, {"embed"}, 8) == roomy
-    assert fit_resources(roomy, {"embed"}, 3)["embed"]["num_cpus"] == 1  # 2 actors x 1 + 1 task = 3
+    assert fit_resources(roomy, {"embed"}, 3)["embed"].cpus == 1  # 2 actors x 1 + 1 task = 3
     with pytest.raises(ConfigError, match="asks for 1 CPUs but this Ray has 0.5"):
         fit_resources(roomy, {"embed"}, 0.5)
 
@@ -189,7 +191,7 @@ def test_a_group_is_written_in_one_commit_and_a_failing_video_leaves_no_rows(tmp
     key = stage.key({})
     store.upsert("frames", [])  # the table exists: its versions count commits from here
     versions = store.table("frames").version
-    outcomes = run_stage(store, stage, key, [], videos, "run", "node")
+    outcomes = run_stage(WorkerContext(store), stage, key, [], videos, "run", "node")
     assert [o.rows for o in outcomes] == [3, 0, 0, 3]
     assert outcomes[0].error is None and outcomes[3].error is None
     assert "No such file" in str(outcomes[1].error) and "wide" in str(outcomes[2].error)
@@ -199,7 +201,7 @@ def test_a_group_is_written_in_one_commit_and_a_failing_video_leaves_no_rows(tmp
         [videos[0]["video_id"]] * 3 + [videos[3]["video_id"]] * 3)
     # One commit for the group, refused; then each video apart: two videos written.
     assert store.table("frames").version - versions == 2
-    again = run_stage(store, stage, key, [], [videos[0], videos[3]], "run", "node")
+    again = run_stage(WorkerContext(store), stage, key, [], [videos[0], videos[3]], "run", "node")
     assert [o.rows for o in again] == [-1, -1]
 
 

@@ -121,7 +121,7 @@ def test_ann_index_is_built_past_the_threshold_and_used(tmp_path):
 
 
 def test_every_table_keeps_scalar_indexes_on_its_keys_and_compaction_folds_new_rows_in(tmp_path):
-    from vidprep.store.schema import scalar_indexes, text_index
+    from vidprep.store.schema import scalar_indexes, schema_for, text_index
 
     store = Store(str(tmp_path / "db"))
     store.upsert("frame_embeddings_8", _rows(30, 8, np.random.default_rng(2)))
@@ -131,7 +131,7 @@ def test_every_table_keeps_scalar_indexes_on_its_keys_and_compaction_folds_new_r
     for name in ("frame_embeddings_8", "stage_done", "llm_cache", "predictions"):
         table = store.table(name)
         assert {tuple(i.columns): i.index_type for i in table.list_indices()} == {
-            (column,): {"BTREE": "BTree", "BITMAP": "Bitmap"}[kind] for column, kind in scalar_indexes(name).items()
+            (column,): {"BTREE": "BTree", "BITMAP": "Bitmap"}[kind] for column, kind in scalar_indexes(schema_for(name).names).items()
         } | ({("description",): "FTS"} if name.startswith("frame_embeddings") else {})
         assert text_index(name) == ("description" if name.startswith("frame_embeddings") else None)
     table = store.table("frame_embeddings_8")

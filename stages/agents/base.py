@@ -5,6 +5,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 
 from vidprep.conf.checks import check_range
+from vidprep.stages.context import Component
 from vidprep.stages.models.llm import LLMClient, LLMError
 
 # "mcq" (answer: choice index), "open" (answer: text) and "rtl", reasoning temporal localisation
@@ -143,7 +144,7 @@ class Trace:
                     visited=result.timestamps)
 
 
-class Agent:
+class Agent(Component):
     """A method: `answer(question, tools)` reads artifacts through the tools and asks the LLM."""
 
     name = "agent"

