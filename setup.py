@@ -1,11 +1,11 @@
 """The repository root is the package `vidprep`: its layer folders install as `vidprep.conf`,
-`vidprep.jobs`, `vidprep.pipeline`, `vidprep.stages` and `vidprep.store`. Every folder under them is
+`vidprep.jobs`, `vidprep.pipeline`, `vidprep.evaluation`, `vidprep.agents`, `vidprep.stages` and `vidprep.store`. Every folder under them is
 found, so no module or data file can be left out of a wheel; tests/ stays out. `hydra_plugins/` holds
 vidprep's Hydra launcher, which Hydra only takes from that namespace."""
 
 from setuptools import find_namespace_packages, setup
 
-LAYERS = ("conf", "jobs", "pipeline", "stages", "store")
+LAYERS = ("agents", "conf", "evaluation", "jobs", "pipeline", "stages", "store")
 
 setup(
     package_dir={"vidprep": "."},

@@ -11,6 +11,11 @@ class ConfigError(ValueError):
     """A config value is of the wrong type or out of range; the message names the setting and what it may be."""
 
 
+class ManifestError(ValueError):
+    """An input file (a manifest, a benchmark's annotations) is unusable; the message names the file, the
+    row and the problem."""
+
+
 def require(extra: str, *modules: str, needed_by: str) -> None:
     """Optional dependencies, checked where the config asks for them (before any worker starts): a
     missing one is an error naming the extra that installs it."""

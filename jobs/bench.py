@@ -33,8 +33,8 @@ from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
 from vidprep.pipeline.progress import Progress
 from vidprep.store.settings import StoreSettings
-from vidprep.pipeline.questions import jsonl
-from vidprep.stages.agents.tools import VideoTools
+from vidprep.evaluation.questions import jsonl
+from vidprep.agents.tools import VideoTools
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.probe import ProbeVideo
 from vidprep.store.artifacts import FRAME_EMBEDDINGS, FRAMES, SEGMENT_CAPTIONS, TRANSCRIPTS, SegmentCaption

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from vidprep.jobs.config import add_overrides, load_config
-from vidprep.pipeline.critic_examples import critic_examples
+from vidprep.evaluation.critic_examples import critic_examples
 from vidprep.store.settings import StoreSettings
 from vidprep.store.store import ArtifactMissing
 

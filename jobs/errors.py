@@ -13,7 +13,7 @@ from hydra.errors import (
 )
 from omegaconf.errors import MissingMandatoryValue
 
-from vidprep.pipeline.manifest import ManifestError
+from vidprep.conf.checks import ManifestError
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.models.llm import EndpointUnreachable
 from vidprep.store.store import ArtifactMissing

@@ -6,9 +6,9 @@ import argparse
 
 from vidprep.jobs.config import add_overrides, config_groups, load_config
 from vidprep.pipeline.answer import run_settings
-from vidprep.pipeline.tracking import beyond_defaults, flatten
+from vidprep.evaluation.tracking import beyond_defaults, flatten
 from vidprep.store.settings import StoreSettings
-from vidprep.pipeline.scoring import format_comparison, format_report, report
+from vidprep.evaluation.scoring import format_comparison, format_report, report
 from vidprep.store.store import ArtifactMissing
 
 

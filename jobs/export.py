@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from vidprep.jobs.config import add_overrides, load_config
-from vidprep.pipeline.exports import export_run
+from vidprep.evaluation.exports import export_run
 from vidprep.store.settings import StoreSettings
 
 

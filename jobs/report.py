@@ -9,7 +9,7 @@ from pathlib import Path
 from vidprep.jobs.config import add_overrides, load_config
 from vidprep.jobs.evaluate import method_defaults
 from vidprep.store.settings import StoreSettings
-from vidprep.pipeline.report import ReportWriter
+from vidprep.evaluation.report import ReportWriter
 
 
 def serve(folder: Path, port: int) -> None:

@@ -15,17 +15,17 @@ import ray
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from vidprep.pipeline.manifest import ManifestError
+from vidprep.conf.checks import ManifestError
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.runner import init_ray
 from vidprep.store.settings import StoreSettings
-from vidprep.pipeline.exports import sample_lines
+from vidprep.evaluation.exports import sample_lines
 from vidprep.pipeline.progress import Progress
-from vidprep.pipeline.questions import first_per_type
-from vidprep.pipeline.scoring import is_failure, report
-from vidprep.pipeline.tracking import provenance, write_job_metrics
-from vidprep.stages.agents.base import Question
-from vidprep.stages.agents.tools import VideoTools
+from vidprep.evaluation.questions import first_per_type
+from vidprep.evaluation.scoring import is_failure, report
+from vidprep.evaluation.tracking import provenance, write_job_metrics
+from vidprep.agents.base import Question
+from vidprep.agents.tools import VideoTools
 from vidprep.stages.media.files import is_uri
 from vidprep.stages.context import Usage, WorkerContext
 from vidprep.stages.models.llm import api_keys, check_endpoints

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from vidprep.conf.checks import ManifestError
 from vidprep.stages.media.files import is_uri, object_store
 
 MANIFEST_SUFFIXES = {".csv", ".jsonl", ".json", ".parquet"}
@@ -20,10 +21,6 @@ SIDECAR_SUFFIXES = MANIFEST_SUFFIXES | {".txt", ".md", ".srt", ".vtt"}
 COLUMNS = {"path", "id"}
 
 log = logging.getLogger(__name__)
-
-
-class ManifestError(ValueError):
-    """The manifest itself is unusable; the message names the file, the row and the problem."""
 
 
 @dataclass(frozen=True)

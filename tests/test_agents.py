@@ -5,16 +5,16 @@ import json
 
 import pytest
 
-from vidprep.pipeline.critic_examples import critic_examples
+from vidprep.evaluation.critic_examples import critic_examples
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.questions import jsonl
-from vidprep.stages.agents.base import InvalidAnswer, Question, Trace, final_answer, question_text
-from vidprep.stages.agents.caviar import PROMPTS, CAViAR, VideoModules
-from vidprep.stages.agents.baselines import DirectAnswer, LLoVi
-from vidprep.stages.agents.tools import ToolResult, VideoTools, tool
-from vidprep.stages.agents.traveler import TraveLER
-from vidprep.stages.agents.videoagent2 import VideoAgent2
-from vidprep.stages.agents.vision import StoredDescriptions, VisionLanguageModel
+from vidprep.evaluation.questions import jsonl
+from vidprep.agents.base import InvalidAnswer, Question, Trace, final_answer, question_text
+from vidprep.agents.caviar import PROMPTS, CAViAR, VideoModules
+from vidprep.agents.baselines import DirectAnswer, LLoVi
+from vidprep.agents.tools import ToolResult, VideoTools, tool
+from vidprep.agents.traveler import TraveLER
+from vidprep.agents.videoagent2 import VideoAgent2
+from vidprep.agents.vision import StoredDescriptions, VisionLanguageModel
 from vidprep.stages.models.llm import LLMClient
 from vidprep.store.keys import content_id
 from tests.scripted_llm import ScriptedLLM

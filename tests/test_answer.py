@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from vidprep.pipeline.answer import answer
-from vidprep.pipeline.manifest import ManifestError
-from vidprep.pipeline.exports import egoschema_answers, lvbench_answers, nextqa_results
-from vidprep.pipeline.questions import (activitynet_rtl, causal_vidqa, egoschema, jsonl, lvbench, neptune,
+from vidprep.conf.checks import ManifestError
+from vidprep.evaluation.exports import egoschema_answers, lvbench_answers, nextqa_results
+from vidprep.evaluation.questions import (activitynet_rtl, causal_vidqa, egoschema, jsonl, lvbench, neptune,
                                         nextqa, perception_test, star)
-from vidprep.pipeline.scoring import format_comparison, interval, iou, report, token_f1
+from vidprep.evaluation.scoring import format_comparison, interval, iou, report, token_f1
 from vidprep.store.settings import StoreSettings
 from vidprep.store.store import ArtifactMissing
 from tests.conftest import SHARED_VIDEOS, config_for
@@ -144,7 +144,7 @@ def test_tracker_mlflow_logs_settings_metrics_and_predictions_to_a_local_store(a
     client = MlflowClient(uri)
     [run] = client.search_runs([client.get_experiment_by_name("vidprep").experiment_id])
     assert run.info.run_name == summary.run_key and run.info.status == "FINISHED"
-    assert run.data.params["method._target_"] == '"vidprep.stages.agents.baselines.RandomChoice"'
+    assert run.data.params["method._target_"] == '"vidprep.agents.baselines.RandomChoice"'
     store = answered[0]
     want = report(store.predictions([summary.run_key]), dataset="sample")["tasks"]["mcq"]
     assert run.data.metrics["mcq.score"] == pytest.approx(want["score"])
@@ -204,7 +204,7 @@ from omegaconf import OmegaConf
 from vidprep.pipeline.answer import AnswerWorker, run_key
 from vidprep.pipeline.plan import build_plan
 from vidprep.store.settings import StoreSettings
-from vidprep.pipeline.questions import jsonl
+from vidprep.evaluation.questions import jsonl
 from vidprep.store.keys import content_id
 cfg = load_config(["store.uri={cfg.store.uri}", "dataset=folder", "dataset.manifest={sample_dir}", "method=caviar",
                    "method.max_steps=1", "stages.frames.fps=1", "llm.client.cache=false"])
@@ -360,7 +360,7 @@ def test_a_star_question_is_answered_from_its_clip_and_a_clip_past_the_video_is_
     import shutil
 
     from vidprep.jobs.config import load_config
-    from vidprep.pipeline.report import ReportWriter, question_file
+    from vidprep.evaluation.report import ReportWriter, question_file
 
     cfg, _, _ = precomputed
     # A copy: this run stays out of the store the other tests evaluate.
@@ -696,7 +696,7 @@ def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precompu
     from tests.scripted_llm import ScriptedLLM
     from vidprep.pipeline.answer import AnswerWorker
     from vidprep.pipeline.plan import build_plan
-    from vidprep.pipeline.scoring import format_report
+    from vidprep.evaluation.scoring import format_report
     from vidprep.store.keys import content_id
     from vidprep.store.settings import StoreSettings
 

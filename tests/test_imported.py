@@ -13,12 +13,12 @@ import pytest
 
 from vidprep.jobs.config import load_config
 from vidprep.pipeline.answer import answer
-from vidprep.pipeline.exports import export_run
+from vidprep.evaluation.exports import export_run
 from vidprep.pipeline.imported import import_captions, named_video_id
-from vidprep.pipeline.scoring import report
+from vidprep.evaluation.scoring import report
 from vidprep.store.store import ArtifactMissing
-from vidprep.stages.agents.tools import VideoTools
-from vidprep.stages.agents.vision import StoredDescriptions
+from vidprep.agents.tools import VideoTools
+from vidprep.agents.vision import StoredDescriptions
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.imported import ImportedCaptions
 from tests.conftest import SHARED_VIDEOS

@@ -6,8 +6,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # Bottom to top; a module belongs to the longest prefix that names it.
-LAYERS = ["conf", "store", "stages.context", "stages.media", "stages.prompts", "stages.models", "stages", "stages.agents",
-          "pipeline", "jobs"]
+LAYERS = ["conf", "store", "stages.context", "stages.media", "stages.prompts", "stages.models", "stages", "agents",
+          "evaluation", "pipeline", "jobs"]
 
 
 def layer(module: str) -> int:

@@ -144,7 +144,7 @@ def test_llm_server_dying_mid_run_leaves_no_partial_rows_and_a_rerun_completes(t
 
 
 def test_vision_language_backends_send_the_frames_as_image_parts(server):
-    from vidprep.stages.agents.vision import VisionLanguageModel
+    from vidprep.agents.vision import VisionLanguageModel
     from vidprep.stages.models.describers import VisionLanguageDescriber
     from vidprep.store.artifacts import Frame
 

@@ -7,7 +7,8 @@ import subprocess
 import pytest
 
 from vidprep.jobs.config import load_config
-from vidprep.pipeline.manifest import ManifestError, read_manifest
+from vidprep.conf.checks import ManifestError
+from vidprep.pipeline.manifest import read_manifest
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
 from vidprep.pipeline.runner import fit_resources, stage_resources, video_groups

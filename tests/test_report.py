@@ -15,7 +15,7 @@ from html import unescape
 import pytest
 
 from vidprep.pipeline.answer import answer
-from vidprep.pipeline.report import LANE_COLOURS, ReportWriter, outcome
+from vidprep.evaluation.report import LANE_COLOURS, ReportWriter, outcome
 from vidprep.store.store import Store
 from tests.conftest import config_for
 from tests.scripted_llm import ScriptedLLM

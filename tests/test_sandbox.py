@@ -2,7 +2,7 @@
 
 import pytest
 
-from vidprep.stages.agents.sandbox import Sandbox
+from vidprep.agents.sandbox import Sandbox
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_os_lock_down_holds_without_the_python_filter(tmp_path):
     import subprocess
     import sys
 
-    from vidprep.stages.agents import sandbox_child
+    from vidprep.agents import sandbox_child
 
     secret = tmp_path / "secret.txt"
     secret.write_text("do not read")

@@ -192,7 +192,7 @@ def test_a_store_from_an_earlier_vidprep_gets_the_new_columns_and_keeps_its_rows
     import lancedb
     import pyarrow as pa
 
-    from vidprep.pipeline.scoring import report
+    from vidprep.evaluation.scoring import report
     from vidprep.store.schema import PREDICTIONS
 
     old_schema = pa.schema([f for f in PREDICTIONS if f.name != "usage_json"])

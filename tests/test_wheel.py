@@ -35,9 +35,9 @@ def test_the_wheel_holds_every_module_and_pins_no_torch(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     # Hydra takes launchers only from its `hydra_plugins` namespace.
     assert all(n.startswith(("vidprep/", "vidprep-", "hydra_plugins/vidprep_ray_launcher/")) for n in names), names
-    for module in ("vidprep/stages/agents/caviar.py", "vidprep/stages/prompts/caviar/agent_v2.txt",
+    for module in ("vidprep/agents/caviar.py", "vidprep/stages/prompts/caviar/agent_v2.txt",
                    "vidprep/conf/config.yaml", "vidprep/stages/models/data/imagenet_labels.txt",
-                   "vidprep/pipeline/report_templates/question.html", "vidprep/pipeline/report_templates/report.js",
+                   "vidprep/evaluation/report_templates/question.html", "vidprep/evaluation/report_templates/report.js",
                    "hydra_plugins/vidprep_ray_launcher/__init__.py"):
         assert module in names
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/METADATA"))).decode()

@@ -23,8 +23,8 @@ import jinja2
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
-from vidprep.pipeline.scoring import METRIC, format_score, format_usd, is_failure, report, score
-from vidprep.pipeline.tracking import beyond_defaults
+from vidprep.evaluation.scoring import METRIC, format_score, format_usd, is_failure, report, score
+from vidprep.evaluation.tracking import beyond_defaults
 from vidprep.store.artifacts import ARTIFACTS
 from vidprep.store.store import ArtifactMissing, Store
 

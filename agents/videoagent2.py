@@ -12,14 +12,14 @@ before answers and plans), with `max_steps=0` (4: B1 only); `summary=false` leav
 
 import json
 
-from vidprep.stages.agents.base import (
+from vidprep.agents.base import (
     Agent,
     Trace,
     answer_schema,
     final_answer,
     question_text,
 )
-from vidprep.stages.agents.tools import VIDEO_TOOLS
+from vidprep.agents.tools import VIDEO_TOOLS
 from vidprep.stages.prompts import load_prompt
 from vidprep.conf.checks import ConfigError, check_range
 

@@ -1,7 +1,7 @@
 """CAViAR: a reasoning agent that writes one short program per step against video modules, several
 strategies from different module subsets per task, and a critic that names the winning strategies.
 
-Programs run in the sandbox (stages/agents/sandbox.py); the modules run here, over the store.
+Programs run in the sandbox (agents/sandbox.py); the modules run here, over the store.
 An exception or timeout in a step is that step's result, and the agent goes on. Where a module
 already yields the task's answer type (`direct`), it is also applied to the query on its own, as one
 more strategy. The critic sees every strategy's full trace with in-context examples made of real
@@ -12,7 +12,7 @@ whose answer fits the task. The README's CAViAR table gives each element against
 import json
 
 from vidprep.conf.checks import ConfigError, check_range
-from vidprep.stages.agents.base import (
+from vidprep.agents.base import (
     TASKS,
     Agent,
     InvalidAnswer,
@@ -21,11 +21,11 @@ from vidprep.stages.agents.base import (
     final_answer,
     question_text,
 )
-from vidprep.stages.agents.sandbox import Sandbox
-from vidprep.stages.agents.tools import VIDEO_TOOLS, ToolResult, tool, tools_of
+from vidprep.agents.sandbox import Sandbox
+from vidprep.agents.tools import VIDEO_TOOLS, ToolResult, tool, tools_of
 from vidprep.stages.prompts import load_prompt
 
-# `finish` ends the program; every other module is a registered tool (stages/agents/tools.py or below).
+# `finish` ends the program; every other module is a registered tool (agents/tools.py or below).
 FINISH = '''def finish(answer) -> None:
     """End with the final answer (see the form required below)."""'''
 PROGRAM_SCHEMA = {"type": "object", "properties": {"thought": {"type": "string"}, "code": {"type": "string"}},

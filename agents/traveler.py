@@ -18,7 +18,7 @@ README's TraveLER table gives each element against the paper.
 import json
 
 from vidprep.conf.checks import check_range
-from vidprep.stages.agents.base import Agent, Trace, answer_schema, final_answer
+from vidprep.agents.base import Agent, Trace, answer_schema, final_answer
 from vidprep.stages.base import evenly_spaced
 from vidprep.stages.prompts import load_prompt
 

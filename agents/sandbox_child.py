@@ -1,4 +1,4 @@
-"""The sandbox process for generated code (run by stages/agents/sandbox.py, never imported).
+"""The sandbox process for generated code (run by agents/sandbox.py, never imported).
 
 It first locks itself in: no network (a new, empty network namespace), no file system (chroot into
 an empty folder), no processes and no privileges (the `nobody` user, RLIMIT_NPROC 0), bounded memory

@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-from vidprep.pipeline.manifest import ManifestError
-from vidprep.stages.agents.base import TASKS, Question
+from vidprep.conf.checks import ManifestError
+from vidprep.agents.base import TASKS, Question
 from vidprep.stages.media.files import is_uri
 
 def first_per_type(questions: list[Question], n: int) -> list[Question]:

@@ -1,4 +1,4 @@
-"""Runs LLM-written programs in a locked-down child process (stages/agents/sandbox_child.py).
+"""Runs LLM-written programs in a locked-down child process (agents/sandbox_child.py).
 
 The child has no network, no file system, no subprocesses, bounded memory, CPU and output; it
 reaches the agent's modules only through this class, which runs each call here and sends back the

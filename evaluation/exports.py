@@ -5,7 +5,7 @@ logs (question, prediction, target, score, trace id)."""
 import json
 from pathlib import Path
 
-from vidprep.pipeline.scoring import METRIC, score
+from vidprep.evaluation.scoring import METRIC, score
 from vidprep.store.store import ArtifactMissing, Store
 
 

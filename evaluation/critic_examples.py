@@ -4,8 +4,8 @@ answer scores at least `WINNING_SCORE` by the benchmark's own scoring)."""
 
 import json
 
-from vidprep.pipeline.scoring import score
-from vidprep.stages.agents.base import Question, question_text
+from vidprep.evaluation.scoring import score
+from vidprep.agents.base import Question, question_text
 
 # A right choice; an IoU or token F1 of at least one half.
 WINNING_SCORE = 0.5

@@ -4,7 +4,7 @@ one answer) and a random choice (a floor; it never replaces an invalid answer of
 
 import random
 
-from vidprep.stages.agents.base import (
+from vidprep.agents.base import (
     Agent,
     Trace,
     answer_schema,

@@ -1,0 +1,1 @@
+"""Evaluation: benchmark loaders, scoring as the official scripts score, exports, reports and tracking."""
