@@ -135,6 +135,10 @@ class Store:
             .execute(data)
         )
 
+    def append(self, name: str, rows: pa.Table) -> None:
+        """Write rows known to be new (bulk loads): appended without the upsert's key lookup."""
+        self.table(name).add(rows)
+
     def scan(self, name: str, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
         if name not in self._tables and name not in self.table_names():
             return schema.schema_for(name).empty_table()

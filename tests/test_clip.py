@@ -2,7 +2,7 @@
 
 import pytest
 
-from vidprep.jobs.bench import make_random_clip
+from vidprep.jobs.bench.gpu import make_random_clip
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
 from vidprep.store.settings import StoreSettings
