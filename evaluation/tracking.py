@@ -42,6 +42,19 @@ def git_commit() -> dict | None:
     return {"commit": commit, "uncommitted_changes": bool(changed)}
 
 
+# The LLM client's settings that change answers (its cache, timeouts and retries do not).
+LLM_SETTINGS = ("base_url", "model", "temperature", "max_tokens", "seed", "structured_output", "max_string_chars")
+
+
+def run_settings(cfg: DictConfig) -> dict:
+    """The resolved settings an answer run is made of (recorded with it; `evaluate` shows how they
+    differ from the defaults)."""
+    llm = OmegaConf.to_container(cfg.llm.client, resolve=True)
+    return {"method": OmegaConf.to_container(cfg.method, resolve=True),
+            "llm": {"client": {k: llm.get(k) for k in LLM_SETTINGS}},
+            "vision": OmegaConf.to_container(cfg.vision, resolve=True), "search": {"mode": cfg.search.mode}}
+
+
 def provenance(cfg: DictConfig) -> dict:
     """Packages, code commit, the full resolved config and the command line's overrides (None when the
     config was composed in code rather than by a Hydra job)."""
@@ -136,3 +149,19 @@ class MLflowTracker:
                 client.log_artifact(run_id, str(Path(folder) / name))
         client.set_terminated(run_id)
         return run_id
+
+
+def track_answer_run(cfg: DictConfig, run_key: str, store) -> dict:
+    """An answer run's scores and costs: written to its Hydra job folder (metrics.json) and, with a
+    `tracker` set, logged there with its settings, provenance and per-question samples."""
+    from hydra.utils import instantiate
+
+    from vidprep.evaluation.exports import sample_lines
+    from vidprep.evaluation.scoring import report
+
+    rows = store.predictions([run_key])
+    metrics = report(rows, cfg.prices, cfg.dataset.name)
+    write_job_metrics(run_key, metrics)
+    if cfg.get("tracker"):
+        instantiate(cfg.tracker).log(run_key, run_settings(cfg), metrics, provenance(cfg), sample_lines(rows))
+    return metrics

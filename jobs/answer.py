@@ -25,11 +25,14 @@ def run(args: argparse.Namespace) -> None:
 
 @hydra.main(config_path="../conf", config_name="config", version_base=None)
 def job(cfg: DictConfig) -> None:
+    from vidprep.evaluation.tracking import track_answer_run
     from vidprep.jobs.serve_llm import ensure_local_llm
     from vidprep.pipeline.answer import answer
+    from vidprep.store.settings import StoreSettings
 
     clock = job_started()
     with user_errors():
         ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
         summary = answer(cfg, clock)
+        track_answer_run(cfg, summary.run_key, StoreSettings.from_config(cfg.store).open())
     finish(summary.lines(), summary.failed)

@@ -5,7 +5,7 @@ apart, and costs; several runs are then compared on the questions they all answe
 import argparse
 
 from vidprep.jobs.config import add_overrides, config_groups, load_config
-from vidprep.pipeline.answer import run_settings
+from vidprep.evaluation.tracking import run_settings
 from vidprep.evaluation.tracking import beyond_defaults, flatten
 from vidprep.store.settings import StoreSettings
 from vidprep.evaluation.scoring import format_comparison, format_report, report

@@ -1,4 +1,5 @@
-"""Answering a dataset's questions with a method, on Ray Data over questions.
+"""Answering a dataset's questions with a method, on Ray Data over questions, through the runner's actor
+pools as precompute's model stages run. Scores, tracking and exports are evaluation's (`vidprep.evaluation`).
 
 Everything question-independent comes from the store; a method only calls the LLM layer (and the
 vision backend for visual questions). Predictions, with their full traces, go to the store keyed by
@@ -11,22 +12,23 @@ import json
 import os
 import time
 
+import pyarrow as pa
 import ray
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from vidprep.conf.checks import ManifestError
 from vidprep.pipeline.plan import build_plan
-from vidprep.pipeline.runner import init_ray
+from vidprep.pipeline.runner import init_ray, pool_map
 from vidprep.store.settings import StoreSettings
-from vidprep.evaluation.exports import sample_lines
 from vidprep.pipeline.progress import Progress
 from vidprep.evaluation.questions import first_per_type
-from vidprep.evaluation.scoring import is_failure, report
-from vidprep.evaluation.tracking import provenance, write_job_metrics
+from vidprep.evaluation.scoring import is_failure
+from vidprep.evaluation.tracking import provenance, run_settings
 from vidprep.agents.base import Question
 from vidprep.agents.tools import VideoTools
 from vidprep.stages.media.files import is_uri
+from vidprep.stages.base import Resources
 from vidprep.stages.context import Usage, WorkerContext
 from vidprep.stages.models.llm import api_keys, check_endpoints
 from vidprep.stages.prompts import is_prompt, prompt_hash
@@ -45,19 +47,6 @@ def _prompt_hashes(config) -> dict[str, str]:
         elif is_prompt(value):
             found[value] = prompt_hash(value)
     return found
-
-
-# The LLM client's settings that change answers (its cache, timeouts and retries do not).
-LLM_SETTINGS = ("base_url", "model", "temperature", "max_tokens", "seed", "structured_output", "max_string_chars")
-
-
-def run_settings(cfg: DictConfig) -> dict:
-    """The resolved settings an answer run is made of (recorded with it; `evaluate` shows how they
-    differ from the defaults)."""
-    llm = OmegaConf.to_container(cfg.llm.client, resolve=True)
-    return {"method": OmegaConf.to_container(cfg.method, resolve=True),
-            "llm": {"client": {k: llm.get(k) for k in LLM_SETTINGS}},
-            "vision": OmegaConf.to_container(cfg.vision, resolve=True), "search": {"mode": cfg.search.mode}}
 
 
 def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
@@ -121,10 +110,14 @@ class AnswerWorker:
         self.search_mode = cfg.search.mode
 
     def __del__(self):
-        for component in (self.agent, self.vision, self.text_embedder):
-            component.teardown()
+        for component in (getattr(self, name, None) for name in ("agent", "vision", "text_embedder")):
+            if component is not None:
+                component.teardown()
 
-    def __call__(self, row: dict) -> dict:
+    def __call__(self, questions: pa.Table) -> pa.Table:
+        return pa.Table.from_pylist([self.answer(row) for row in questions.to_pylist()])
+
+    def answer(self, row: dict) -> dict:
         question = Question(**json.loads(row["question_json"]))
         before, started = [dataclasses.replace(c.usage) for c in self.clients], time.monotonic()
         tools = VideoTools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision, self.search_mode,
@@ -219,13 +212,13 @@ def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
     if pending:
         check_endpoints(OmegaConf.to_container(cfg, resolve=True))
         init_ray(cfg.ray)
-        pool = ray.data.ActorPoolStrategy(size=cfg.answer.workers)
-        answered_now = (ray.data.from_items(pending)
-                        .map(AnswerWorker, fn_constructor_kwargs=dict(
-                            cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys,
-                            key=key, embedder=plan.configs[FRAME_EMBEDDINGS.stage]["embedder"],
-                            api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True))),
-                             compute=pool, num_cpus=cfg.answer.num_cpus))
+        worker_args = dict(cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys,
+                           key=key, embedder=plan.configs[FRAME_EMBEDDINGS.stage]["embedder"],
+                           api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
+        # One question per batch, so each finished question shows in the progress as it finishes.
+        answered_now = pool_map(ray.data.from_items(pending), AnswerWorker, "answer", worker_args,
+                                Resources(cpus=cfg.answer.num_cpus, pool_size=cfg.answer.workers),
+                                cfg.ray.gpu_memory_gb, batch_size=1)
         with Progress("questions", len(pending)) as progress:
             for result in answered_now.iter_rows():
                 results.append(result)
@@ -236,13 +229,8 @@ def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
                             sum(r["llm_calls"] for r in results),
                             sum(r["cache_hits"] for r in results),
                             time.monotonic() - clock, warnings)
-    settings_now, origin = run_settings(cfg), provenance(cfg)
     store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
                      json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name, "keys": plan.keys,
-                                                                 "settings": settings_now, "provenance": origin}))
-    rows = store.predictions([key])
-    metrics = report(rows, cfg.prices, cfg.dataset.name)
-    write_job_metrics(key, metrics)
-    if cfg.get("tracker"):
-        instantiate(cfg.tracker).log(key, settings_now, metrics, origin, sample_lines(rows))
+                                                                 "settings": run_settings(cfg),
+                                                                 "provenance": provenance(cfg)}))
     return summary

@@ -1,6 +1,7 @@
-"""The Ray plumbing shared by precompute, import-captions and answer: starting Ray, and a plan's stages
-as Ray Data maps. Stateless stages run as Ray tasks; stages that hold a model run in an actor pool, so
-the model loads once per actor. Each map is named after its stage (`Map(frame_embeddings)`)."""
+"""The Ray plumbing shared by precompute, import-captions and answer: starting Ray, a plan's stages as Ray
+Data maps, and actor pools. Stateless stages run as Ray tasks; stages that hold a model, and answering,
+run in an actor pool, so the model loads once per actor. Each map is named after its stage
+(`Map(frame_embeddings)`) or `answer`."""
 
 import atexit
 import dataclasses
@@ -151,7 +152,8 @@ class ModelStageWorker:
         return _run_group(self.context, self.stage, self.name, self.keys, self.inputs, group, self.run_id)
 
     def __del__(self):
-        self.stage.teardown()
+        if hasattr(self, "stage"):
+            self.stage.teardown()
 
 
 def video_groups(records: list[dict], group_seconds: float, cpus: float) -> list[list[dict]]:
@@ -180,29 +182,33 @@ def ray_args(resources: Resources, gpu_memory_gb: float) -> dict:
     return args
 
 
+def pool_map(ds, worker: type, name: str, worker_args: dict, resources: Resources, gpu_memory_gb: float,
+             **map_args):
+    """`ds` through an actor pool of `worker`, each actor built once with `worker_args`; the map is named
+    `name` (Ray Data names a map after its class: the name shows in progress and logs)."""
+    named = type(name, (worker,), {"__module__": worker.__module__})
+    remote = ray_args(resources, gpu_memory_gb)
+    # Ray Data fuses a task map into the next actor map whose remote args are equal; fused into a pool of
+    # one actor, every video's decode ran in that actor, one at a time. An empty label selector (any
+    # node, as without one) keeps the args apart.
+    remote.setdefault("label_selector", {})
+    return ds.map_batches(named, fn_constructor_kwargs=worker_args, batch_format="pyarrow",
+                          compute=ray.data.ActorPoolStrategy(size=resources.pool_size), **map_args, **remote)
+
+
 def stage_maps(ds, cfg: DictConfig, plan: Plan, settings: StoreSettings, run_id: str):
     """`ds` of video records, one block per group (`video_groups`), through every stage of the plan, in
-    order; each group is one batch of each stage."""
+    order; each group is one batch of each stage. Stateless stages run as tasks, model stages in pools."""
     for name, resources in stage_resources(cfg, plan).items():
         args = dict(settings=settings, name=name, config=plan.configs[name], keys=plan.keys,
                     inputs=plan.inputs(name), run_id=run_id)
-        remote = ray_args(resources, cfg.ray.gpu_memory_gb)
-        # Ray Data names a map after its function or class: the stage's name shows in progress and logs.
         if plan.stages[name].stateful:
-            worker = type(name, (ModelStageWorker,), {"__module__": __name__})
-            # Ray Data fuses a task map into the next actor map whose remote args are equal; fused into a
-            # pool of one actor, every video's decode ran in that actor, one at a time. An empty label
-            # selector (any node, as without one) keeps the args apart.
-            remote.setdefault("label_selector", {})
-            ds = ds.map_batches(worker, fn_constructor_kwargs=args | {"api_keys": api_keys(plan.configs[name])},
-                                compute=ray.data.ActorPoolStrategy(size=resources.pool_size), **_GROUPS, **remote)
+            ds = pool_map(ds, ModelStageWorker, name, args | {"api_keys": api_keys(plan.configs[name])}, resources,
+                          cfg.ray.gpu_memory_gb, batch_size=None)
         else:
-            ds = ds.map_batches(_named(run_stateless, name), fn_kwargs=args, **_GROUPS, **remote)
+            ds = ds.map_batches(_named(run_stateless, name), fn_kwargs=args, batch_size=None, batch_format="pyarrow",
+                                **ray_args(resources, cfg.ray.gpu_memory_gb))
     return ds
-
-
-# A block is a group of videos and one batch.
-_GROUPS = {"batch_size": None, "batch_format": "pyarrow"}
 
 
 def _named(function, name: str):

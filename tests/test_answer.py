@@ -14,6 +14,7 @@ import pytest
 from vidprep.pipeline.answer import answer
 from vidprep.conf.checks import ManifestError
 from vidprep.evaluation.exports import egoschema_answers, lvbench_answers, nextqa_results
+from vidprep.evaluation.tracking import track_answer_run
 from vidprep.evaluation.questions import (activitynet_rtl, causal_vidqa, egoschema, jsonl, lvbench, neptune,
                                         nextqa, perception_test, star)
 from vidprep.evaluation.scoring import format_comparison, interval, iou, report, token_f1
@@ -139,8 +140,11 @@ def test_tracker_mlflow_logs_settings_metrics_and_predictions_to_a_local_store(a
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path}/mlflow/mlflow.db"
-    summary = answer(sample_config(precomputed, sample_dir, "random", "tracker=mlflow", f"tracker.tracking_uri={uri}",
-                                   f"tracker.artifact_location={tmp_path}/artifacts"))
+    cfg = sample_config(precomputed, sample_dir, "random", "tracker=mlflow", f"tracker.tracking_uri={uri}",
+                        f"tracker.artifact_location={tmp_path}/artifacts")
+    summary = answer(cfg)
+    # As `vidprep answer` does: the run's scores are evaluation's, logged once the run is answered.
+    track_answer_run(cfg, summary.run_key, answered[0])
     client = MlflowClient(uri)
     [run] = client.search_runs([client.get_experiment_by_name("vidprep").experiment_id])
     assert run.info.run_name == summary.run_key and run.info.status == "FINISHED"
@@ -212,7 +216,7 @@ keys = build_plan(cfg.stages).keys
 worker = AnswerWorker(OmegaConf.to_yaml(cfg, resolve=True), StoreSettings.from_config(cfg.store), keys, "probe",
                       OmegaConf.to_container(cfg.model, resolve=True))
 question = jsonl("{sample_dir}/questions.jsonl")[0]
-worker({{"question_json": json.dumps(question.to_dict()), "video_id": content_id(question.video)}})
+worker.answer({{"question_json": json.dumps(question.to_dict()), "video_id": content_id(question.video)}})
 watched = ["faster_whisper", "ctranslate2", "rapidocr_onnxruntime", "onnxruntime", "cv2", "av"]
 print(json.dumps(sorted(m for m in watched if m in sys.modules)))
 """
@@ -673,7 +677,7 @@ def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewe
             {"answer": "a cat", "confidence": 4},
             {"reasoning": "r", "answer": 0, "confidence": 5})]
         question = next(q for q in jsonl(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
-        worker({"question_json": json.dumps(question.to_dict()), "video_id": content_id(sample_dir / "scenes.mp4")})
+        worker.answer({"question_json": json.dumps(question.to_dict()), "video_id": content_id(sample_dir / "scenes.mp4")})
     finally:
         server.close()
     row = worker.store.predictions(["cost-probe"])[0]
@@ -713,7 +717,7 @@ def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precompu
                               OmegaConf.to_container(conf.model, resolve=True))
         server.script = [("hang", 3)]
         question = next(q for q in jsonl(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
-        result = worker({"question_json": json.dumps(question.to_dict()),
+        result = worker.answer({"question_json": json.dumps(question.to_dict()),
                          "video_id": content_id(sample_dir / "scenes.mp4")})
     finally:
         server.close()
