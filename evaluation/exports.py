@@ -1,43 +1,13 @@
 """Files written from an answer run for tools outside vidprep: the benchmark's own evaluation or
-submission file, where it has one, and one JSON line per question in the manner of lmms-eval's sample
+submission file, where its record has one (`evaluation/benchmarks/`), and one JSON line per question in the manner of lmms-eval's sample
 logs (question, prediction, target, score, trace id)."""
 
 import json
 from pathlib import Path
 
+from vidprep.evaluation.benchmarks import run_benchmark
 from vidprep.evaluation.scoring import METRIC, score
 from vidprep.store.store import ArtifactMissing, Store
-
-
-def nextqa_results(rows: list[dict]) -> dict:
-    """The result file NExT-QA's eval_mc.py reads, as do IntentQA's eval_intentqa.py and Causal-VidQA's
-    eval_mc.py: {question key: {answer, prediction}}, in question key order (Causal-VidQA's script reads
-    each video's six keys in a row); an invalid answer is prediction -1, which they count wrong."""
-    return {r["qid"]: {"answer": json.loads(r["question_json"])["answer"],
-                       "prediction": json.loads(r["prediction_json"]) if r["valid"] else -1} for r in rows}
-
-
-def egoschema_answers(rows: list[dict]) -> dict:
-    """The file EgoSchema's validate.py sends to its grading server: {q_uid: chosen option}; an
-    invalid answer is -1, which matches no option."""
-    return {r["qid"]: json.loads(r["prediction_json"]) if r["valid"] else -1 for r in rows}
-
-
-def lvbench_answers(rows: list[dict]) -> dict:
-    """The answer file LVBench's compute_accuracy.py reads: {uid: letter}; an invalid answer is "",
-    which it counts wrong."""
-    return {r["qid"]: "ABCD"[json.loads(r["prediction_json"])] if r["valid"] else "" for r in rows}
-
-
-# Dataset name (as the answer run recorded it) -> (file name, what the benchmark's tool reads).
-SUBMISSIONS = {
-    "nextqa": ("nextqa_results.json", nextqa_results),
-    "nextqa_dev": ("nextqa_results.json", nextqa_results),
-    "intentqa": ("intentqa_results.json", nextqa_results),
-    "causal_vidqa": ("causal_vidqa_results.json", nextqa_results),
-    "egoschema": ("egoschema_answers.json", egoschema_answers),
-    "lvbench": ("lvbench_answers.json", lvbench_answers),
-}
 
 
 def sample_lines(rows: list[dict]) -> list[dict]:
@@ -61,8 +31,8 @@ def export_run(store: Store, key: str, folder: Path) -> list[Path]:
     samples = folder / "samples.jsonl"
     samples.write_text("".join(json.dumps(line) + "\n" for line in sample_lines(rows)))
     written = [samples]
-    if submission := SUBMISSIONS.get(store.answer_runs().get(key, {}).get("dataset")):
-        name, make = submission
-        (folder / name).write_text(json.dumps(make(rows), indent=1) + "\n")
-        written.append(folder / name)
+    benchmark = run_benchmark(store.answer_runs().get(key, {}))
+    if benchmark and benchmark.leaderboard:
+        (folder / benchmark.leaderboard_file).write_text(json.dumps(benchmark.leaderboard(rows), indent=1) + "\n")
+        written.append(folder / benchmark.leaderboard_file)
     return written

@@ -23,6 +23,7 @@ import jinja2
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from vidprep.evaluation.benchmarks import run_benchmark
 from vidprep.evaluation.scoring import METRIC, format_score, format_usd, is_failure, report, score
 from vidprep.evaluation.tracking import beyond_defaults
 from vidprep.store.artifacts import ARTIFACTS
@@ -192,8 +193,10 @@ class ReportWriter:
         runs = []
         for (method, key), items in by_run.items():
             recorded = self._run(key)
-            result = report(items, self.prices, recorded.get("dataset"))
-            runs.append({"method": method, "key": key, "dataset": recorded.get("dataset"), "result": result,
+            benchmark = run_benchmark(recorded)
+            result = report(items, self.prices, benchmark)
+            runs.append({"method": method, "key": key, "dataset": recorded.get("dataset"), "benchmark": benchmark,
+                         "result": result,
                          "warnings": recorded.get("warnings", []), "usd": format_usd(result["costs"]),
                          "settings": beyond_defaults(recorded["settings"], self.defaults)
                          if "settings" in recorded and self.defaults else None})
@@ -206,7 +209,7 @@ class ReportWriter:
         tasks = defaultdict(list)
         for run in runs:
             mine = [r for r in rows if r["run_key"] == run["key"] and r["qid"] in shared]
-            for task, entry in report(mine, dataset=run["dataset"])["tasks"].items():
+            for task, entry in report(mine, benchmark=run["benchmark"])["tasks"].items():
                 tasks[task].append({"run": run, "entry": entry, "value": format_score(entry, "95% CI ")})
         types = {task: sorted({t for e in entries for t in e["entry"]["per_type"]}) for task, entries in tasks.items()}
         return {"shared": len(shared), "same": all(a == shared for a in answered.values()),

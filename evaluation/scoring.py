@@ -83,12 +83,7 @@ def question_usd(row: dict, prices: dict) -> tuple[float | None, set[str]]:
                for m, u in usage.items()), set()
 
 
-# Benchmarks whose headline number is the mean of their categories' accuracies (STAR's "Mean" of its
-# four question types), printed beside the mean over questions.
-CATEGORY_MEAN = {"star"}
-
-
-def _task_entry(task: str, items: list[dict], dataset: str | None) -> dict:
+def _task_entry(task: str, items: list[dict], benchmark) -> dict:
     questions = [json.loads(r["question_json"]) for r in items]
     scored = [(r, q, s) for r, q in zip(items, questions) if (s := score(r, q)) is not None]
     # Questions of one unit (Causal-VidQA's answer and reason) score as one: right only when all are.
@@ -122,19 +117,21 @@ def _task_entry(task: str, items: list[dict], dataset: str | None) -> dict:
             per_category[category].append(s)
     entry["per_type"] = {t: sum(v) / len(v) for t, v in sorted(per_type.items())}
     entry["per_category"] = {c: sum(v) / len(v) for c, v in sorted(per_category.items())}
-    if dataset in CATEGORY_MEAN and entry["per_category"]:
+    # A benchmark whose headline is the mean of its categories (STAR's "Mean" of its four question types)
+    # gets it beside the mean over questions.
+    if benchmark is not None and benchmark.headline == "mean of categories" and entry["per_category"]:
         entry["mean of categories"] = float(np.mean(list(entry["per_category"].values())))
     return entry
 
 
-def report(rows: list[dict], prices: dict | None = None, dataset: str | None = None) -> dict:
+def report(rows: list[dict], prices: dict | None = None, benchmark=None) -> dict:
     """Per task: count, invalid, mean score (accuracy / mIoU / token F1) over its scoring units, extras;
-    plus costs, money per question included when `prices` covers every model the run used. `dataset`
-    names the benchmark where its headline number is computed its own way (CATEGORY_MEAN)."""
+    plus costs, money per question included when `prices` covers every model the run used. `benchmark`
+    (its record) says where the headline number is computed its own way."""
     by_task: dict[str, list] = defaultdict(list)
     for row in rows:
         by_task[row["task"]].append(row)
-    tasks = {task: _task_entry(task, items, dataset) for task, items in sorted(by_task.items())}
+    tasks = {task: _task_entry(task, items, benchmark) for task, items in sorted(by_task.items())}
     n = max(len(rows), 1)
     calls = sum(r["llm_calls"] for r in rows)
     costs = {"llm_calls_per_question": calls / n,
@@ -192,7 +189,7 @@ def format_report(method: str, key: str, result: dict) -> list[str]:
     return lines
 
 
-def format_comparison(runs: list[tuple[str, str]], rows: list[dict], datasets: dict[str, str] | None = None) -> list[str]:
+def format_comparison(runs: list[tuple[str, str]], rows: list[dict], benchmarks: dict | None = None) -> list[str]:
     """Several runs side by side, scored only on the questions every one of them answered: a run that
     answered other questions is not comparable on its own numbers. Says how many questions they share."""
     answered = {key: {r["qid"] for r in rows if r["run_key"] == key} for _, key in runs}
@@ -204,7 +201,7 @@ def format_comparison(runs: list[tuple[str, str]], rows: list[dict], datasets: d
         lines = [f"the runs answered different questions ({counts}); compared on the {len(shared)} they share:"]
     for method, key in runs:
         result = report([r for r in rows if r["run_key"] == key and r["qid"] in shared],
-                        dataset=(datasets or {}).get(key))
+                        benchmark=(benchmarks or {}).get(key))
         for task, entry in result["tasks"].items():
             lines.append(f"  {method:<22} {key:<22} {task:<4} {METRIC[task]} {format_score(entry)}, {entry['invalid']} invalid, "
                          f"{entry['failed']} failed")

@@ -52,7 +52,8 @@ def run_settings(cfg: DictConfig) -> dict:
     llm = OmegaConf.to_container(cfg.llm.client, resolve=True)
     return {"method": OmegaConf.to_container(cfg.method, resolve=True),
             "llm": {"client": {k: llm.get(k) for k in LLM_SETTINGS}},
-            "vision": OmegaConf.to_container(cfg.vision, resolve=True), "search": {"mode": cfg.search.mode}}
+            "vision": OmegaConf.to_container(cfg.vision, resolve=True), "search": {"mode": cfg.search.mode},
+            "answer": {"tools": cfg.answer.tools}}
 
 
 def provenance(cfg: DictConfig) -> dict:
@@ -156,11 +157,12 @@ def track_answer_run(cfg: DictConfig, run_key: str, store) -> dict:
     `tracker` set, logged there with its settings, provenance and per-question samples."""
     from hydra.utils import instantiate
 
+    from vidprep.evaluation.benchmarks import benchmark_of
     from vidprep.evaluation.exports import sample_lines
     from vidprep.evaluation.scoring import report
 
     rows = store.predictions([run_key])
-    metrics = report(rows, cfg.prices, cfg.dataset.name)
+    metrics = report(rows, cfg.prices, benchmark_of(cfg.dataset.questions._target_))
     write_job_metrics(run_key, metrics)
     if cfg.get("tracker"):
         instantiate(cfg.tracker).log(run_key, run_settings(cfg), metrics, provenance(cfg), sample_lines(rows))

@@ -5,8 +5,8 @@ apart, and costs; several runs are then compared on the questions they all answe
 import argparse
 
 from vidprep.jobs.config import add_overrides, config_groups, load_config
-from vidprep.evaluation.tracking import run_settings
-from vidprep.evaluation.tracking import beyond_defaults, flatten
+from vidprep.evaluation.benchmarks import run_benchmark
+from vidprep.evaluation.tracking import beyond_defaults, flatten, run_settings
 from vidprep.store.settings import StoreSettings
 from vidprep.evaluation.scoring import format_comparison, format_report, report
 from vidprep.store.store import ArtifactMissing
@@ -33,11 +33,11 @@ def run(args: argparse.Namespace) -> None:
         raise ArtifactMissing(f"no answer runs{' ' + ', '.join(args.run) if args.run else ''} in {store.uri}; "
                               "run `vidprep answer` first")
     recorded, defaults = store.answer_runs(), method_defaults()
-    datasets = {key: recorded.get(key, {}).get("dataset") for _, key in runs}
+    benchmarks = {key: run_benchmark(recorded.get(key, {})) for _, key in runs}
     for method, key in runs:
-        result = report([r for r in rows if r["run_key"] == key], cfg.prices, datasets[key])
+        result = report([r for r in rows if r["run_key"] == key], cfg.prices, benchmarks[key])
         print("\n".join(format_report(method, key, result)))
         if "settings" in recorded.get(key, {}):
             print(f"  settings: {beyond_defaults(recorded[key]['settings'], defaults)}")
     if len(runs) > 1:
-        print("\n".join(["", *format_comparison(runs, rows, datasets)]))
+        print("\n".join(["", *format_comparison(runs, rows, benchmarks)]))

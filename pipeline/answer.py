@@ -22,11 +22,10 @@ from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.runner import init_ray, pool_map
 from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.progress import Progress
-from vidprep.evaluation.questions import first_per_type
+from vidprep.evaluation.benchmarks import first_per_type
 from vidprep.evaluation.scoring import is_failure
 from vidprep.evaluation.tracking import provenance, run_settings
 from vidprep.agents.base import Question
-from vidprep.agents.tools import VideoTools
 from vidprep.stages.media.files import is_uri
 from vidprep.stages.base import Resources
 from vidprep.stages.context import Usage, WorkerContext
@@ -56,7 +55,7 @@ def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
         "method": method, "method_version": get_class(method["_target_"]).version,
         "prompts": _prompt_hashes([method, vision]),
         "llm": settings["llm"]["client"],
-        "vision": vision, "search": cfg.search.mode, "dataset": cfg.dataset.name,
+        "vision": vision, "search": cfg.search.mode, "dataset": cfg.dataset.name, "tools": cfg.answer.tools,
     }
     return stage_key("answer", 1, params, keys)
 
@@ -93,18 +92,22 @@ class AnswerWorker:
     """One actor: builds the method, its LLM client, the vision backend and the text embedder once, and
     sets them up with the actor's context."""
 
-    def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str, embedder: dict,
+    def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str, embedder: dict | None,
                  api_keys: dict | None = None):
         os.environ.update(api_keys or {})
         cfg = OmegaConf.create(cfg_yaml)
         self.context, self.keys, self.key = WorkerContext(settings.open()), keys, key
         self.store = self.context.store
+        # Imported first: a tools class of one's own registers its tools before the method checks its names.
+        self.tools = get_class(cfg.answer.tools)
         self.llm = instantiate(cfg.llm.client)
         self.agent = instantiate(cfg.method, llm=self.llm)
         self.vision = instantiate(cfg.vision)
-        self.text_embedder = instantiate(embedder)
+        # None where the plan embeds no frames (search then has nothing to search).
+        self.text_embedder = instantiate(embedder) if embedder else None
         for component in (self.agent, self.vision, self.text_embedder):
-            component.setup(self.context)
+            if component is not None:
+                component.setup(self.context)
         # Every LLM client a question spends on: the method's, and the vision backend's when it has one.
         self.clients = [self.llm] + [c for c in [getattr(self.vision, "llm", None)] if c is not None]
         self.search_mode = cfg.search.mode
@@ -120,7 +123,7 @@ class AnswerWorker:
     def answer(self, row: dict) -> dict:
         question = Question(**json.loads(row["question_json"]))
         before, started = [dataclasses.replace(c.usage) for c in self.clients], time.monotonic()
-        tools = VideoTools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision, self.search_mode,
+        tools = self.tools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision, self.search_mode,
                            question.clip)
         prediction = self.agent.answer(question, tools)
         per_client = [(c.model, c.usage.since(b)) for c, b in zip(self.clients, before)]
@@ -182,6 +185,7 @@ def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
     for setting, low in (("workers", 1), ("num_cpus", 0), ("per_type", 0), ("limit", 0)):
         check_range(f"answer.{setting}", cfg.answer[setting], low)
     check_search_mode(cfg.search.mode)
+    get_class(cfg.answer.tools)
     # Built here once so a bad method or vision setting is reported before any worker starts.
     agent, vision = instantiate(cfg.method, llm=instantiate(cfg.llm.client)), instantiate(cfg.vision)
     warnings = []
@@ -213,7 +217,7 @@ def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
         check_endpoints(OmegaConf.to_container(cfg, resolve=True))
         init_ray(cfg.ray)
         worker_args = dict(cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys,
-                           key=key, embedder=plan.configs[FRAME_EMBEDDINGS.stage]["embedder"],
+                           key=key, embedder=plan.configs.get(FRAME_EMBEDDINGS.stage, {}).get("embedder"),
                            api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
         # One question per batch, so each finished question shows in the progress as it finishes.
         answered_now = pool_map(ray.data.from_items(pending), AnswerWorker, "answer", worker_args,
@@ -230,7 +234,9 @@ def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
                             sum(r["cache_hits"] for r in results),
                             time.monotonic() - clock, warnings)
     store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
-                     json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name, "keys": plan.keys,
+                     json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name,
+                                                                 "loader": cfg.dataset.questions._target_,
+                                                                 "keys": plan.keys,
                                                                  "settings": run_settings(cfg),
                                                                  "provenance": provenance(cfg)}))
     return summary

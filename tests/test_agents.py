@@ -7,7 +7,7 @@ import pytest
 
 from vidprep.evaluation.critic_examples import critic_examples
 from vidprep.pipeline.plan import build_plan
-from vidprep.evaluation.questions import jsonl
+from vidprep.evaluation.benchmarks import jsonl
 from vidprep.agents.base import InvalidAnswer, Question, Trace, final_answer, question_text
 from vidprep.agents.caviar import PROMPTS, CAViAR, VideoModules
 from vidprep.agents.baselines import DirectAnswer, LLoVi
@@ -30,7 +30,7 @@ def server():
 @pytest.fixture
 def setting(precomputed, sample_dir, embedder, server):
     cfg, store, _ = precomputed
-    question = next(q for q in jsonl(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
+    question = next(q for q in jsonl.load(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
     tools = VideoTools(store, build_plan(cfg.stages).keys, content_id(sample_dir / "scenes.mp4"), embedder,
                        StoredDescriptions())
     llm = LLMClient(base_url=server.base_url, model="scripted", cache=False, max_retries=0)

@@ -13,10 +13,9 @@ import pytest
 
 from vidprep.pipeline.answer import answer
 from vidprep.conf.checks import ManifestError
-from vidprep.evaluation.exports import egoschema_answers, lvbench_answers, nextqa_results
 from vidprep.evaluation.tracking import track_answer_run
-from vidprep.evaluation.questions import (activitynet_rtl, causal_vidqa, egoschema, jsonl, lvbench, neptune,
-                                        nextqa, perception_test, star)
+from vidprep.evaluation.benchmarks import (activitynet_rtl, causal_vidqa, egoschema, intentqa, jsonl, lvbench,
+                                         neptune, nextqa, perception_test, star)
 from vidprep.evaluation.scoring import format_comparison, interval, iou, report, token_f1
 from vidprep.store.settings import StoreSettings
 from vidprep.store.store import ArtifactMissing
@@ -41,9 +40,19 @@ METHODS = {
 }
 
 
+# The first question of each type (4 of the 7: mcq, rtl and both open kinds) for the methods that ask the
+# real local LLM; random, which asks nothing, answers all 7.
+PER_TYPE = "answer.per_type=1"
+
+
+def questions_of(method: str) -> int:
+    return 7 if method == "random" else 4
+
+
 def sample_config(precomputed, sample_dir, method: str, *extra: str):
     cfg, _, _ = precomputed
-    return config_for(cfg.store.uri, sample_dir, f"method={method}", *METHODS[method], *extra)
+    selection = [] if method == "random" else [PER_TYPE]
+    return config_for(cfg.store.uri, sample_dir, f"method={method}", *METHODS[method], *selection, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +66,7 @@ def test_every_method_gives_a_valid_answer_and_a_trace_for_every_question(answer
     store, summaries = answered
     summary = summaries[method]
     rows = store.scan("predictions", f"run_key = '{summary.run_key}'").to_pylist()
-    assert (summary.questions, summary.answered, len(rows)) == (7, 7, 7)
+    assert (summary.questions, summary.answered, len(rows)) == (questions_of(method),) * 3
     # vision=stored: a method that asks visual questions is told, loudly, that no vision model answers them.
     assert bool(summary.warnings) == (method not in ("llovi", "random"))
     assert all(line.startswith("warning: ") for line in summary.lines()[:len(summary.warnings)])
@@ -83,7 +92,7 @@ def test_every_method_gives_a_valid_answer_and_a_trace_for_every_question(answer
 
 def test_rerun_answers_nothing_again(answered, precomputed, sample_dir):
     again = answer(sample_config(precomputed, sample_dir, "videoagent2"))
-    assert (again.answered, again.skipped, again.llm_calls) == (0, 7, 0)
+    assert (again.answered, again.skipped, again.llm_calls) == (0, 4, 0)
 
 
 def test_evaluate_prints_scores_per_method_and_export_writes_each_question(answered, precomputed, tmp_path):
@@ -109,7 +118,7 @@ def test_evaluate_prints_scores_per_method_and_export_writes_each_question(answe
     # The sample is no benchmark: no submission file, only the per-question lines.
     assert exported.returncode == 0 and exported.stdout.split() == ["written:", str(tmp_path / "samples.jsonl")]
     lines = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
-    assert len(lines) == 7 and {line["metric"] for line in lines} == {"accuracy", "mIoU", "token F1"}
+    assert len(lines) == 4 and {line["metric"] for line in lines} == {"accuracy", "mIoU", "token F1"}
     assert all(line["trace_id"].startswith(key) and line["target"] is not None for line in lines), lines
 
 
@@ -117,17 +126,17 @@ def test_multirun_sweep_reuses_the_same_store(answered, precomputed, sample_dir)
     cfg, _, _ = precomputed
     args = [sys.executable, "-m", "vidprep.jobs.cli", "answer", "--multirun", "method=videoagent2,caviar",
             f"store.uri={cfg.store.uri}", "dataset=folder", f"dataset.manifest={sample_dir}",
-            "method.max_steps=1", "ray.progress_bars=false", f"hydra.sweep.dir={cfg.store.uri}-sweep"]
+            "method.max_steps=1", PER_TYPE, "ray.progress_bars=false", f"hydra.sweep.dir={cfg.store.uri}-sweep"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=600)
     for method in ("videoagent2", "caviar"):
-        assert f"({method}): 7 questions, 0 answered now, 7 already answered" in done.stdout, done.stderr[-2000:]
+        assert f"({method}): 4 questions, 0 answered now, 4 already answered" in done.stdout, done.stderr[-2000:]
     # Each job's folder holds its run's metrics; the store holds what the run was made of.
     recorded = answered[0].answer_runs()
     for job, method in enumerate(("videoagent2", "caviar")):
         folder = Path(f"{cfg.store.uri}-sweep") / str(job)
-        assert f"({method}): 7 questions, 0 answered now" in (folder / "answer.log").read_text()
+        assert f"({method}): 4 questions, 0 answered now" in (folder / "answer.log").read_text()
         metrics = json.loads((folder / "metrics.json").read_text())
-        assert metrics["tasks"]["mcq"]["questions"] == 3 and "tokens_per_question" in metrics["costs"]
+        assert metrics["tasks"]["mcq"]["questions"] == 1 and "tokens_per_question" in metrics["costs"]
         origin = recorded[metrics["run_key"]]["provenance"]
         assert f"method={method}" in origin["overrides"] and origin["config"]["method"]["max_steps"] == 1
         assert origin["packages"]["lancedb"] and origin["packages"]["vidprep"]
@@ -150,7 +159,7 @@ def test_tracker_mlflow_logs_settings_metrics_and_predictions_to_a_local_store(a
     assert run.info.run_name == summary.run_key and run.info.status == "FINISHED"
     assert run.data.params["method._target_"] == '"vidprep.agents.baselines.RandomChoice"'
     store = answered[0]
-    want = report(store.predictions([summary.run_key]), dataset="sample")["tasks"]["mcq"]
+    want = report(store.predictions([summary.run_key]), benchmark=jsonl.BENCHMARK)["tasks"]["mcq"]
     assert run.data.metrics["mcq.score"] == pytest.approx(want["score"])
     assert run.data.metrics["mcq.questions"] == 3 and "costs.tokens_per_question" in run.data.metrics
     assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"provenance.json", "metrics.json",
@@ -208,14 +217,14 @@ from omegaconf import OmegaConf
 from vidprep.pipeline.answer import AnswerWorker, run_key
 from vidprep.pipeline.plan import build_plan
 from vidprep.store.settings import StoreSettings
-from vidprep.evaluation.questions import jsonl
+from vidprep.evaluation.benchmarks import jsonl
 from vidprep.store.keys import content_id
 cfg = load_config(["store.uri={cfg.store.uri}", "dataset=folder", "dataset.manifest={sample_dir}", "method=caviar",
                    "method.max_steps=1", "stages.frames.fps=1", "llm.client.cache=false"])
 keys = build_plan(cfg.stages).keys
 worker = AnswerWorker(OmegaConf.to_yaml(cfg, resolve=True), StoreSettings.from_config(cfg.store), keys, "probe",
                       OmegaConf.to_container(cfg.model, resolve=True))
-question = jsonl("{sample_dir}/questions.jsonl")[0]
+question = jsonl.load("{sample_dir}/questions.jsonl")[0]
 worker.answer({{"question_json": json.dumps(question.to_dict()), "video_id": content_id(question.video)}})
 watched = ["faster_whisper", "ctranslate2", "rapidocr_onnxruntime", "onnxruntime", "cv2", "av"]
 print(json.dumps(sorted(m for m in watched if m in sys.modules)))
@@ -233,7 +242,7 @@ def test_a_missing_artifact_names_the_precompute_command(precomputed, sample_dir
 
 @pytest.mark.skipif(not (SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv").exists(), reason="no NExT-QA subset here")
 def test_nextqa_loader_reads_the_real_csv(tmp_path):
-    questions = nextqa(str(SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv"), str(tmp_path))
+    questions = nextqa.load(str(SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv"), str(tmp_path))
     assert len(questions) == 355 and len({q.qid for q in questions}) == 355
     first = questions[0]
     assert first.task == "mcq" and len(first.choices) == 5 and first.answer == 3
@@ -243,14 +252,14 @@ def test_nextqa_loader_reads_the_real_csv(tmp_path):
     rows = (SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv").read_text().splitlines()
     (tmp_path / "bad.csv").write_text("\n".join([rows[0], rows[1], rows[2].replace(",CW,", ",XX,")]) + "\n")
     with pytest.raises(ManifestError, match=r"bad.csv:3: not a NExT-QA-style row \(type 'XX' is none of"):
-        nextqa(str(tmp_path / "bad.csv"), str(tmp_path))
+        nextqa.load(str(tmp_path / "bad.csv"), str(tmp_path))
 
 
 @pytest.mark.skipif(not (SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv").exists(), reason="no NExT-QA subset here")
 def test_nextqa_scores_as_its_official_script_on_real_rows(tmp_path):
     csv_path = SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv"
     csv_rows = list(csv.DictReader(csv_path.open()))
-    questions = nextqa(str(csv_path), str(tmp_path))
+    questions = nextqa.load(str(csv_path), str(tmp_path))
     # Right on every third question, a wrong choice on the others, and three invalid answers.
     rows, predictions = [], {}
     for i, question in enumerate(questions):
@@ -274,7 +283,7 @@ def test_nextqa_scores_as_its_official_script_on_real_rows(tmp_path):
 
 def test_intentqa_loads_its_real_rows_and_scores_as_its_eval_script(tmp_path):
     csv_path = FIXTURES / "intentqa_test_head.csv"
-    questions = nextqa(str(csv_path), str(tmp_path), video_column="video_id")
+    questions = intentqa.load(str(csv_path), str(tmp_path))
     assert [q.qid for q in questions[:2]] == ["6102982194_2", "8319941339_7"]
     assert (questions[0].answer, questions[0].choices[2], questions[0].video) == (
         2, "to energise him", str(tmp_path / "6102982194.mp4"))
@@ -283,13 +292,13 @@ def test_intentqa_loads_its_real_rows_and_scores_as_its_eval_script(tmp_path):
     predicted = [q.answer if i % 2 else (q.answer + 1) % 5 for i, q in enumerate(questions)]
     predicted[3] = None
     rows = prediction_rows(questions, predicted)
-    official = official_nextqa_accuracy(list(csv.DictReader(csv_path.open())), nextqa_results(rows), "video_id")
+    official = official_nextqa_accuracy(list(csv.DictReader(csv_path.open())), nextqa.nextqa_results(rows), "video_id")
     entry = report(rows)["tasks"]["mcq"]
     assert entry["score"] * 100 == pytest.approx(official["all"]) and entry["invalid"] == 1
     assert {t: v * 100 for t, v in entry["per_type"].items()} == pytest.approx(
         {t: v for t, v in official.items() if len(t) == 2})
     with pytest.raises(ManifestError, match=r"intentqa_test_head.csv:2: not a NExT-QA-style row \('video'\)"):
-        nextqa(str(csv_path), str(tmp_path))
+        nextqa.load(str(csv_path), str(tmp_path))
 
 
 # STAR_val.json's layout, as STAR's site documents it and public STAR loaders read it (its rows are a
@@ -314,23 +323,23 @@ STAR_VAL = [
 
 def test_star_loads_its_released_layout_and_reports_the_mean_of_its_types(tmp_path):
     (tmp_path / "STAR_val.json").write_text(json.dumps(STAR_VAL))
-    questions = star(str(tmp_path / "STAR_val.json"), str(tmp_path))
+    questions = star.load(str(tmp_path / "STAR_val.json"), str(tmp_path))
     assert [(q.qid, q.answer, q.qtype, q.categories) for q in questions] == [
         ("Interaction_T1_4", 0, "Interaction_T1", ["Interaction"]), ("Sequence_T3_7", 1, "Sequence_T3", ["Sequence"]),
         ("Sequence_T1_9", 0, "Sequence_T1", ["Sequence"])]
     assert questions[0].choices[:2] == ["The sandwich.", "The medicine."]
     assert questions[0].video == str(tmp_path / "TJZ0P.mp4")
     assert [q.clip for q in questions] == [[7.7, 15.7], [2.0, 9.5], [0.0, 12.0]]
-    entry = report(prediction_rows(questions, [0, 1, 2]), dataset="star")["tasks"]["mcq"]
+    entry = report(prediction_rows(questions, [0, 1, 2]), benchmark=star.BENCHMARK)["tasks"]["mcq"]
     # Over questions 2/3; STAR's "Mean" is the mean of its types' accuracies: (1 + 1/2) / 2.
     assert entry["score"] == pytest.approx(2 / 3) and entry["mean of categories"] == pytest.approx(0.75)
     assert "mean of categories" not in report(prediction_rows(questions, [0, 1, 2]))["tasks"]["mcq"]
     (tmp_path / "bad.json").write_text(json.dumps([STAR_VAL[0], {**STAR_VAL[1], "answer": "Sat down."}]))
     with pytest.raises(ManifestError, match=r"bad.json: item 1: not a STAR question \(its answer 'Sat down.' is none"):
-        star(str(tmp_path / "bad.json"), str(tmp_path))
+        star.load(str(tmp_path / "bad.json"), str(tmp_path))
     (tmp_path / "bad.json").write_text(json.dumps([{**STAR_VAL[0], "start": 15.7, "end": 7.7}]))
     with pytest.raises(ManifestError, match=r"bad.json: item 0: not a STAR question \(its clip \[15.7, 7.7\] is not a range"):
-        star(str(tmp_path / "bad.json"), str(tmp_path))
+        star.load(str(tmp_path / "bad.json"), str(tmp_path))
 
 
 def test_star_loads_real_rows_and_scores_as_its_reported_mean(tmp_path):
@@ -346,14 +355,14 @@ def test_star_loads_real_rows_and_scores_as_its_reported_mean(tmp_path):
                  "choices": [{"choice_id": k, "choice": c} for k, c in enumerate(ast.literal_eval(r["possible_answers"]))]}
                 for r in rows]
     (tmp_path / "STAR_val.json").write_text(json.dumps(released))
-    questions = star(str(tmp_path / "STAR_val.json"), str(tmp_path))
+    questions = star.load(str(tmp_path / "STAR_val.json"), str(tmp_path))
     assert [(q.qid, q.answer, q.categories, q.clip) for q in questions] == [
         (r["question_id"], int(r["answer"]), [r["query_type"]], [float(r["start"]), float(r["end"])]) for r in rows]
     assert questions[5].clip == [0.0, 4.1] and questions[5].video == str(tmp_path / "BEAAA.mp4")
     # Right on every other question, one invalid answer among the wrong ones.
     predicted = [q.answer if i % 2 == 0 else (None if i == 3 else (q.answer + 1) % 4) for i, q in enumerate(questions)]
     official = official_star_accuracy(rows, {q.qid: p for q, p in zip(questions, predicted)})
-    entry = report(prediction_rows(questions, predicted), dataset="star")["tasks"]["mcq"]
+    entry = report(prediction_rows(questions, predicted), benchmark=star.BENCHMARK)["tasks"]["mcq"]
     assert entry["score"] == pytest.approx(official["all"]) and entry["invalid"] == 1
     assert entry["mean of categories"] == pytest.approx(official["Mean"])
     assert entry["per_category"] == pytest.approx({t: official[t] for t in ("Interaction", "Sequence", "Prediction",
@@ -420,7 +429,7 @@ PERCEPTION_TEST = {
 
 def test_perception_test_loads_its_released_layout_by_area_and_reasoning(tmp_path):
     (tmp_path / "mc_question_valid.json").write_text(json.dumps(PERCEPTION_TEST))
-    questions = perception_test(str(tmp_path / "mc_question_valid.json"), str(tmp_path))
+    questions = perception_test.load(str(tmp_path / "mc_question_valid.json"), str(tmp_path))
     assert [(q.qid, q.answer, q.qtype, q.categories, len(q.choices)) for q in questions] == [
         ("video_10909_0", 1, "physics", ["physics", "descriptive"], 3),
         ("video_10909_1", 2, "memory", ["memory", "descriptive"], 3),
@@ -432,7 +441,7 @@ def test_perception_test_loads_its_released_layout_by_area_and_reasoning(tmp_pat
     broken = {"video_1": {"metadata": {}, "mc_question": [{"id": 0, "question": "?", "options": []}]}}
     (tmp_path / "bad.json").write_text(json.dumps(broken))
     with pytest.raises(ManifestError, match=r"bad.json: video video_1: not a Perception Test entry \('area'\)"):
-        perception_test(str(tmp_path / "bad.json"), str(tmp_path))
+        perception_test.load(str(tmp_path / "bad.json"), str(tmp_path))
 
 
 def _causal_vidqa_folder(root: Path, videos: dict[str, dict]) -> None:
@@ -454,7 +463,7 @@ def test_causal_vidqa_scores_answer_and_reason_as_one_as_its_eval_script(tmp_pat
     _causal_vidqa_folder(tmp_path / "QA", {"abc123_000010_000020": answers, "xyz789_000001_000011": answers})
     with open(tmp_path / "test.pkl", "wb") as f:
         pickle.dump(["abc123_000010_000020", "xyz789_000001_000011"], f)
-    questions = causal_vidqa(str(tmp_path / "QA"), str(tmp_path), str(tmp_path / "test.pkl"))
+    questions = causal_vidqa.load(str(tmp_path / "QA"), str(tmp_path), str(tmp_path / "test.pkl"))
     assert [q.qid for q in questions[:6]] == [f"abc123_000010_000020_{k}" for k in range(6)]
     assert [(q.qtype, q.answer, q.unit) for q in questions[2:4]] == [
         ("PA", 3, "abc123_000010_000020_predictive"), ("PR", 0, "abc123_000010_000020_predictive")]
@@ -463,7 +472,7 @@ def test_causal_vidqa_scores_answer_and_reason_as_one_as_its_eval_script(tmp_pat
     truth = [q.answer for q in questions]
     predicted = [*truth[:3], (truth[3] + 1) % 5, *truth[4:6], None, *truth[7:10], (truth[10] + 1) % 5, truth[11]]
     rows = prediction_rows(questions, predicted)
-    official = official_causal_vidqa_accuracy(nextqa_results(sorted(rows, key=lambda r: r["qid"])))
+    official = official_causal_vidqa_accuracy(nextqa.nextqa_results(sorted(rows, key=lambda r: r["qid"])))
     entry = report(rows)["tasks"]["mcq"]
     assert entry["score"] * 100 == pytest.approx(official["all"]) and entry["units"] == 8
     assert {t: v * 100 for t, v in entry["per_type"].items()} == pytest.approx(
@@ -472,16 +481,16 @@ def test_causal_vidqa_scores_answer_and_reason_as_one_as_its_eval_script(tmp_pat
     assert entry["per_category"]["counterfactual"] * 100 == pytest.approx(official["C"])
     (tmp_path / "evil.pkl").write_bytes(pickle.dumps(Path("x")))
     with pytest.raises(ManifestError, match=r"evil.pkl: not a Causal-VidQA split file \(holds pathlib"):
-        causal_vidqa(str(tmp_path / "QA"), str(tmp_path), str(tmp_path / "evil.pkl"))
+        causal_vidqa.load(str(tmp_path / "QA"), str(tmp_path), str(tmp_path / "evil.pkl"))
     (tmp_path / "QA" / "xyz789_000001_000011" / "answer.json").write_text(json.dumps({"descriptive": {}}))
     with pytest.raises(ManifestError, match=r"xyz789_000001_000011: not a Causal-VidQA question folder \('answer'\)"):
-        causal_vidqa(str(tmp_path / "QA"), str(tmp_path))
+        causal_vidqa.load(str(tmp_path / "QA"), str(tmp_path))
 
 
 def test_egoschema_reads_its_real_files_and_exports_what_its_grader_reads(tmp_path):
     # questions.json as EgoSchema's repository held it at commit 617b469 (its first 20 questions; the
     # full file is not in reach) and its subset_answers.json (the 500 published answers).
-    questions = egoschema(str(FIXTURES / "egoschema_questions_617b469.json"),
+    questions = egoschema.load(str(FIXTURES / "egoschema_questions_617b469.json"),
                           str(FIXTURES / "egoschema_subset_answers.json"), str(tmp_path))
     assert len(questions) == 20 and all(len(q.choices) == 5 for q in questions)
     assert questions[0].question.startswith("Although the video is predominantly focused on one recurring action")
@@ -489,10 +498,10 @@ def test_egoschema_reads_its_real_files_and_exports_what_its_grader_reads(tmp_pa
     # None of these 20 is among the 500 with a published answer: each is answered, none is scored.
     assert all(q.answer is None for q in questions)
     rows = prediction_rows(questions, [i % 5 for i in range(19)] + [None])
-    entry = report(rows, dataset="egoschema")["tasks"]["mcq"]
+    entry = report(rows, benchmark=egoschema.BENCHMARK)["tasks"]["mcq"]
     assert (entry["questions"], entry["scored"], entry["score"], entry["invalid"]) == (20, 0, None, 1)
     # validate.py posts {q_uid: option 0-4} (its README); an invalid answer is -1, which matches no option.
-    graded = egoschema_answers(rows)
+    graded = egoschema.egoschema_answers(rows)
     assert list(graded) == [q.qid for q in questions] and graded[questions[-1].qid] == -1
     assert all(v in range(5) for v in list(graded.values())[:19])
 
@@ -501,9 +510,9 @@ def test_egoschema_and_jsonl_loaders(tmp_path, sample_dir):
     (tmp_path / "questions.json").write_text(json.dumps([{"q_uid": "abc", "question": "What did c do?",
                                                           **{f"option {i}": f"o{i}" for i in range(5)}}]))
     (tmp_path / "answers.json").write_text(json.dumps({"abc": 2}))
-    ego = egoschema(str(tmp_path / "questions.json"), str(tmp_path / "answers.json"), str(tmp_path))
+    ego = egoschema.load(str(tmp_path / "questions.json"), str(tmp_path / "answers.json"), str(tmp_path))
     assert (ego[0].answer, ego[0].choices[4], ego[0].video) == (2, "o4", str(tmp_path / "abc.mp4"))
-    sample = jsonl(str(sample_dir / "questions.jsonl"))
+    sample = jsonl.load(str(sample_dir / "questions.jsonl"))
     assert len(sample) == 7 and {q.task for q in sample} == {"mcq", "rtl", "open"}
 
 
@@ -549,36 +558,36 @@ NEPTUNE_FULL = [
 
 def test_neptune_loads_its_documented_layout_and_scores_accuracy_per_type(tmp_path):
     (tmp_path / "neptune_full.json").write_text(json.dumps(NEPTUNE_FULL))
-    questions = neptune(str(tmp_path / "neptune_full.json"), str(tmp_path))
+    questions = neptune.load(str(tmp_path / "neptune_full.json"), str(tmp_path))
     assert [(q.qid, q.answer, q.qtype, q.categories, len(q.choices)) for q in questions] == [
         ("q1", 1, "Temporal Ordering", ["Temporal Ordering"], 5), ("q2", 2, "Counting", ["Counting"], 5),
         ("q3", 1, "Cause and Effect", ["Cause and Effect"], 5)]
     assert [q.video for q in questions] == [str(tmp_path / f"{v}.mp4") for v in ("abcDEF12345", "XYZ98765432",
                                                                                  "abcDEF12345")]
     # Its README's metric: accuracy over the five choices; an invalid answer counts as wrong.
-    entry = report(prediction_rows(questions, [1, None, 0]), dataset="neptune")["tasks"]["mcq"]
+    entry = report(prediction_rows(questions, [1, None, 0]), benchmark=neptune.BENCHMARK)["tasks"]["mcq"]
     assert entry["score"] == pytest.approx(1 / 3) and entry["invalid"] == 1
     assert entry["per_type"] == {"Temporal Ordering": 1.0, "Counting": 0.0, "Cause and Effect": 0.0}
     (tmp_path / "bad.json").write_text(json.dumps([NEPTUNE_FULL[0], {**NEPTUNE_FULL[1], "answer_id": 5}]))
     with pytest.raises(ManifestError, match=r"bad.json: item 1: not a Neptune question \(answer_id 5 is not a choice"):
-        neptune(str(tmp_path / "bad.json"), str(tmp_path))
+        neptune.load(str(tmp_path / "bad.json"), str(tmp_path))
     missing = {k: v for k, v in NEPTUNE_FULL[0].items() if k != "answer_choice_4"}
     (tmp_path / "bad.json").write_text(json.dumps([missing]))
     with pytest.raises(ManifestError, match=r"bad.json: item 0: not a Neptune question \('answer_choice_4'\)"):
-        neptune(str(tmp_path / "bad.json"), str(tmp_path))
+        neptune.load(str(tmp_path / "bad.json"), str(tmp_path))
 
 
 def test_lvbench_loads_and_scores_as_its_compute_accuracy(tmp_path):
     meta = tmp_path / "video_info.meta.jsonl"
     meta.write_text("".join(json.dumps(line) + "\n" for line in LVBENCH_META))
-    questions = lvbench(str(meta), str(tmp_path))
+    questions = lvbench.load(str(meta), str(tmp_path))
     assert [(q.qid, q.answer, q.categories) for q in questions] == [
         ("11", 3, ["entity recognition"]), ("12", 2, ["reasoning", "event understanding"]),
         ("21", 1, ["key information retrieval", "entity recognition"])]
     assert (questions[0].question, questions[0].choices) == ("What colour is the ball?", ["red", "blue", "green", "white"])
     assert questions[2].video == str(tmp_path / "tv_2.mp4")
     rows = prediction_rows(questions, [3, None, 0])  # right, invalid, wrong
-    answers = lvbench_answers(rows)
+    answers = lvbench.lvbench_answers(rows)
     assert answers == {"11": "D", "12": "", "21": "A"}
     official = official_lvbench_accuracy(LVBENCH_META, answers)
     entry = report(rows)["tasks"]["mcq"]
@@ -586,7 +595,7 @@ def test_lvbench_loads_and_scores_as_its_compute_accuracy(tmp_path):
     broken = dict(LVBENCH_META[1], qa=[dict(LVBENCH_META[1]["qa"][0], question="What is written on the sign?")])
     meta.write_text("".join(json.dumps(line) + "\n" for line in [LVBENCH_META[0], broken]))
     with pytest.raises(ManifestError, match=r"video_info.meta.jsonl:2: not an LVBench video line \(question 21:"):
-        lvbench(str(meta), str(tmp_path))
+        lvbench.load(str(meta), str(tmp_path))
 
 
 # ActivityNet-RTL in the two layouts LITA's code reads (eval_model_rtl.py and
@@ -601,24 +610,24 @@ RTL_EVAL = [{"question_id": "q0", "vid": "a1", "question": "When does he jump?",
 
 def test_activitynet_rtl_loads_both_released_layouts_in_seconds(tmp_path):
     (tmp_path / "annot_val.json").write_text(json.dumps(RTL_EVAL))
-    rtl = activitynet_rtl(str(tmp_path / "annot_val.json"), str(tmp_path))
+    rtl = activitynet_rtl.load(str(tmp_path / "annot_val.json"), str(tmp_path))
     assert [(q.qid, q.answer, q.duration) for q in rtl] == [("q0", [20.5, 50.0], 200.0), ("q1", [60.0, 200.0], 200.0),
                                                            ("q2", [0.5, 3.0], 30.0)]
     assert rtl[0].video == str(tmp_path / "v_a1.mp4") and rtl[0].task == "rtl"
     (tmp_path / "train.json").write_text(json.dumps({"v_x": {"duration": 120.0, "QA": [
         {"q": "When does he jump?", "a": "He jumps at <10> <25.5> after running."},
         {"q": "Why?", "a": "No times here."}]}}))
-    train = activitynet_rtl(str(tmp_path / "train.json"), str(tmp_path))
+    train = activitynet_rtl.load(str(tmp_path / "train.json"), str(tmp_path))
     assert [(q.answer, q.video) for q in train] == [([10.0, 25.5], str(tmp_path / "v_x.mp4")),
                                                    (None, str(tmp_path / "v_x.mp4"))]
     (tmp_path / "bad.json").write_text(json.dumps([RTL_EVAL[0], {**RTL_EVAL[1], "answer": "whenever"}]))
     with pytest.raises(ManifestError, match=r"bad.json: item 1: not an ActivityNet-RTL question \(no two"):
-        activitynet_rtl(str(tmp_path / "bad.json"), str(tmp_path))
+        activitynet_rtl.load(str(tmp_path / "bad.json"), str(tmp_path))
 
 
 def test_activitynet_rtl_scores_as_litas_evaluation(tmp_path):
     (tmp_path / "annot_val.json").write_text(json.dumps(RTL_EVAL))
-    questions = activitynet_rtl(str(tmp_path / "annot_val.json"), str(tmp_path))
+    questions = activitynet_rtl.load(str(tmp_path / "annot_val.json"), str(tmp_path))
     rows = prediction_rows(questions, [[30.0, 50.0], None, [-5.0, 1.0]])  # the second answer gave no span
     # LITA: no span -> [0, duration]; spans clamped into the video; IoU averaged per video, then over videos.
     ious = [20 / 29.5, 140 / 200, 0.5 / 3]
@@ -630,7 +639,7 @@ def test_activitynet_rtl_scores_as_litas_evaluation(tmp_path):
 
 def test_runs_that_answered_different_questions_are_compared_on_the_shared_ones(tmp_path):
     (tmp_path / "meta.jsonl").write_text("".join(json.dumps(line) + "\n" for line in LVBENCH_META))
-    questions = lvbench(str(tmp_path / "meta.jsonl"), str(tmp_path))
+    questions = lvbench.load(str(tmp_path / "meta.jsonl"), str(tmp_path))
     first = [dict(r, run_key="a") for r in prediction_rows(questions[:2], [3, 0])]  # right, wrong
     second = [dict(r, run_key="b") for r in prediction_rows(questions[1:], [2, 1])]  # right, right
     lines = format_comparison([("llovi", "a"), ("random", "b")], first + second)
@@ -676,7 +685,7 @@ def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewe
                                           "arguments": {"question": "which animal?", "timestamps": [1.0, 5.0]}}]},
             {"answer": "a cat", "confidence": 4},
             {"reasoning": "r", "answer": 0, "confidence": 5})]
-        question = next(q for q in jsonl(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
+        question = next(q for q in jsonl.load(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
         worker.answer({"question_json": json.dumps(question.to_dict()), "video_id": content_id(sample_dir / "scenes.mp4")})
     finally:
         server.close()
@@ -716,7 +725,7 @@ def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precompu
                               build_plan(conf.stages).keys, "timeout-probe",
                               OmegaConf.to_container(conf.model, resolve=True))
         server.script = [("hang", 3)]
-        question = next(q for q in jsonl(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
+        question = next(q for q in jsonl.load(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
         result = worker.answer({"question_json": json.dumps(question.to_dict()),
                          "video_id": content_id(sample_dir / "scenes.mp4")})
     finally:

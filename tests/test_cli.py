@@ -1,6 +1,5 @@
 """The `vidprep` command as a user runs it."""
 
-import json
 import os
 import subprocess
 import sys
@@ -186,74 +185,6 @@ def test_a_missing_mandatory_setting_is_named(tmp_path):
     done = vidprep("precompute", f"store.uri={tmp_path / 'db'}", "dataset=folder")
     assert done.returncode == 2 and "error: dataset.manifest is not set" in done.stderr
     assert "Traceback" not in done.stderr
-
-
-BRIGHTNESS_STAGE = '''
-import dataclasses
-import io
-
-from PIL import Image, ImageStat
-
-from vidprep.stages.base import Stage
-from vidprep.store.artifacts import Artifact
-
-
-@dataclasses.dataclass(frozen=True)
-class Brightness:
-    frame_index: int
-    timestamp: float
-    mean: float
-
-    def line(self) -> str:
-        return f"t={self.timestamp:.1f}s brightness {self.mean:.0f}"
-
-
-BRIGHTNESS = Artifact("brightness", "brightness", Brightness, "frame_index", title="brightness")
-
-
-@dataclasses.dataclass
-class MeasureBrightness(Stage):
-    artifact = BRIGHTNESS
-    version = 1
-    upstream = ("frames",)
-
-    def run(self, video, frames):
-        for batch in frames:
-            yield [{"frame_index": f.frame_index, "timestamp": f.timestamp,
-                    "mean": ImageStat.Stat(Image.open(io.BytesIO(f.jpeg)).convert("L")).mean[0]} for f in batch]
-'''
-
-
-def test_a_new_stage_is_its_module_its_artifact_declaration_and_its_config(tmp_path, sample_dir):
-    """A stage of the user's own, in a module outside vidprep: precompute writes its artifact, and the
-    store's reads and `vidprep show` find it from its declaration alone."""
-    (tmp_path / "brightness_stage.py").write_text(BRIGHTNESS_STAGE)
-    videos = tmp_path / "videos"
-    videos.mkdir()
-    (videos / "scenes.mp4").symlink_to(sample_dir / "scenes.mp4")
-    model_stages = ("frame_embeddings", "segment_captions", "frame_captions", "transcript", "summary")
-    overrides = [f"store.uri={tmp_path / 'db'}", "dataset=folder", f"dataset.manifest={videos}",
-                 "ray.progress_bars=false", f"hydra.run.dir={tmp_path / 'outputs'}",
-                 *(f"~stages.{name}" for name in model_stages),
-                 "+stages.brightness._target_=brightness_stage.MeasureBrightness"]
-    env = {"PYTHONPATH": str(tmp_path)}
-    done = vidprep("precompute", *overrides, **env)
-    assert done.returncode == 0 and "'brightness': 16" in done.stdout, done.stderr[-3000:]
-    shown = vidprep("show", "scenes", *overrides[:3], *overrides[5:], **env)
-    assert shown.returncode == 0, shown.stderr[-3000:]
-    lines = shown.stdout.split("brightness:\n")[1].splitlines()[:16]
-    # The sample's first scene is the astronaut photo, its third the darker coffee cup.
-    assert lines[0].startswith("  t=0.0s brightness ") and lines[15].startswith("  t=15.0s brightness "), lines
-    # Later commands that never import the module open its table by its stored schema (compaction included).
-    without = [o for o in overrides if "brightness" not in o]
-    again = vidprep("precompute", *without)
-    assert again.returncode == 0, again.stderr[-3000:]
-    captions = tmp_path / "captions.jsonl"
-    captions.write_text("\n".join(json.dumps({"video": "clip", "t": t, "caption": f"a dog runs, second {t}"})
-                                  for t in range(4)))
-    imported = vidprep("import-captions", "--format", "jsonl", str(captions), *without[:1], "~stages.summary",
-                       "ray.progress_bars=false")
-    assert imported.returncode == 0 and "videos: 1 (1 done" in imported.stdout, imported.stderr[-3000:]
 
 
 def test_progress_in_a_pipe_is_a_line_every_few_seconds_and_one_at_the_end():

@@ -6,7 +6,7 @@ from pathlib import Path
 from hydra.utils import instantiate
 
 from vidprep.agents.tools import VideoTools
-from vidprep.evaluation.questions import jsonl
+from vidprep.evaluation.benchmarks import jsonl
 from vidprep.jobs.bench.figures import BenchRun, Figure, _timed
 from vidprep.jobs.bench.memory import run_or_raise
 from vidprep.stages.probe import ProbeVideo
@@ -38,6 +38,6 @@ def answer_figures(cfg, plan, store: Store, questions, ids: dict[str, str], scra
 
 def figures(run: BenchRun) -> list[Figure]:
     _, _, store, plan = run.precomputed()
-    questions = jsonl(str(run.sample / "questions.jsonl"))
+    questions = jsonl.load(str(run.sample / "questions.jsonl"))
     ids = {path: s["video_id"] for path, s in store.sources([q.video for q in questions]).items()}
     return answer_figures(run.run_cfg, plan, store, questions, ids, run.work)
