@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 from vidprep.stages.context import Component
+from vidprep.stages.prompts import is_prompt, prompt_hash
 from vidprep.store.artifacts import Artifact
 from vidprep.store.keys import stage_key
 
@@ -24,6 +25,11 @@ def evenly_spaced(items: list, n: int) -> list:
 def runtime(default):
     """A parameter that changes how a stage runs but not what it writes (so not part of its key)."""
     return dataclasses.field(default=default, metadata={"runtime": True})
+
+
+def model_field(default=None):
+    """A model or LLM client the stage runs (a Component): what its `key_params` name is part of the key."""
+    return dataclasses.field(default=default, metadata={"model": True})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,13 +73,23 @@ class Stage(Component):
         cls.name = cls.artifact.stage
 
     def params(self) -> dict:
+        """The key's parameters, derived from the fields: each setting but the runtime ones, what each model
+        field's component names, and a hash of the prompt files the settings name."""
         # A float setting given as an int on the command line (`fps=1`) is the same setting as 1.0.
         def value(field):
             given = getattr(self, field.name)
             is_float = field.type in (float, "float")
             return float(given) if is_float and isinstance(given, int) and not isinstance(given, bool) else given
 
-        return {f.name: value(f) for f in dataclasses.fields(self) if not f.metadata.get("runtime")}
+        params = {}
+        for field in dataclasses.fields(self):
+            if field.metadata.get("model"):
+                params |= getattr(self, field.name).key_params()
+            elif not field.metadata.get("runtime"):
+                params[field.name] = value(field)
+        if prompts := [v for v in params.values() if is_prompt(v)]:
+            params["prompt_sha"] = prompt_hash(*prompts)
+        return params
 
     def model_device(self) -> str | None:
         """The `device` setting of the model this stage runs in its worker (None: it runs none)."""

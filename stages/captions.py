@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 from vidprep.conf.checks import check_range
 
-from vidprep.stages.base import Resources, Stage, evenly_spaced, runtime
+from vidprep.stages.base import Resources, Stage, evenly_spaced, model_field
 from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS
 
 
@@ -19,14 +19,11 @@ class CaptionSegments(Stage):
     stateful = True
     resources = Resources(gpu_memory_gb=6)
 
-    describer: object = runtime(None)
+    describer: object = model_field()
     frames_per_segment: int = 3
 
     def __post_init__(self):
         check_range("stages.segment_captions.frames_per_segment", self.frames_per_segment, 1)
-
-    def params(self) -> dict:
-        return {"model": self.describer.model_id, "frames_per_segment": self.frames_per_segment}
 
     def model_device(self) -> str | None:
         return self.describer.device
@@ -70,14 +67,11 @@ class CaptionFrames(Stage):
     stateful = True
     resources = Resources(gpu_memory_gb=6)
 
-    describer: object = runtime(None)
+    describer: object = model_field()
     positions: int = 5
 
     def __post_init__(self):
         check_range("stages.frame_captions.positions", self.positions, 1)
-
-    def params(self) -> dict:
-        return {"model": self.describer.model_id, "positions": self.positions}
 
     def model_device(self) -> str | None:
         return self.describer.device

@@ -98,6 +98,10 @@ class Component:
         for part in _parts(self):
             part.teardown()
 
+    def key_params(self) -> dict:
+        """What of this component changes a stage's output, for the key of a stage that runs it."""
+        return {"model": self.model_id}
+
 
 def _parts(component: Component) -> Iterator[Component]:
     for value in vars(component).values():

@@ -3,7 +3,7 @@
 import dataclasses
 from collections.abc import Iterator
 
-from vidprep.stages.base import Resources, Stage, runtime
+from vidprep.stages.base import Resources, Stage, model_field
 from vidprep.store.artifacts import FRAME_EMBEDDINGS
 
 
@@ -17,10 +17,7 @@ class EmbedFrames(Stage):
     resources = Resources(gpu_memory_gb=6)
 
     # A backend from stages.models.embedders (built from conf/model/).
-    embedder: object = runtime(None)
-
-    def params(self) -> dict:
-        return {"model": self.embedder.model_id}
+    embedder: object = model_field()
 
     def model_device(self) -> str:
         return self.embedder.device

@@ -114,8 +114,8 @@ class ImportedCaptions(Stage):
         digest = hashlib.sha256()
         for file in self._files:
             digest.update(file.name.encode() + b"\0" + file.read_bytes())
-        return {"format": self.format, "source": Path(self.path).name, "sha256": digest.hexdigest()[:16],
-                "seconds_per_caption": self.seconds_per_caption, "confidence": self.confidence}
+        # The captions are keyed by their files' content (`path` is where they are, not what).
+        return super().params() | {"source": Path(self.path).name, "sha256": digest.hexdigest()[:16]}
 
     def duration(self, name: str) -> float:
         """A captions-only video lasts until its last caption's span ends."""

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 from vidprep.conf.checks import check_range
 
-from vidprep.stages.base import Resources, Stage, runtime
+from vidprep.stages.base import Resources, Stage, model_field
 from vidprep.store.artifacts import SUMMARIES
-from vidprep.stages.prompts import load_prompt, prompt_hash
+from vidprep.stages.prompts import load_prompt
 
 SCHEMA = {
     "type": "object",
@@ -32,7 +32,7 @@ class SummarizeVideo(Stage):
     # It calls the LLM server, which does the work: no CPU of its own.
     resources = Resources(cpus=0)
 
-    llm: object = runtime(None)
+    llm: object = model_field()
     prompt: str = "summary_v2.txt"
     combine_prompt: str = "summary_combine_v2.txt"
     max_input_chars: int = 6000
@@ -43,11 +43,6 @@ class SummarizeVideo(Stage):
     @functools.cached_property
     def _prompts(self) -> tuple[str, str]:
         return load_prompt(self.prompt), load_prompt(self.combine_prompt)
-
-    def params(self) -> dict:
-        return {"model": self.llm.model_id, "prompt": self.prompt, "combine_prompt": self.combine_prompt,
-                "prompt_sha": prompt_hash(self.prompt, self.combine_prompt), "max_input_chars": self.max_input_chars,
-                "temperature": self.llm.temperature, "max_tokens": self.llm.max_tokens}
 
     def _ask(self, instructions: str, text: str) -> str:
         messages = [{"role": "system", "content": instructions}, {"role": "user", "content": text}]

@@ -12,10 +12,10 @@ import json
 import os
 import random
 import threading
-import time
 
 import jsonschema
 import openai
+import tenacity
 
 from vidprep.conf.checks import ConfigError, check_range
 from vidprep.stages.context import Component, Usage, WorkerContext
@@ -36,6 +36,10 @@ def api_keys(config) -> dict[str, str]:
         elif isinstance(node, list):
             stack.extend(node)
     return {name: os.environ[name] for name in sorted(names) if name in os.environ}
+
+
+# Failures worth another attempt: the endpoint was slow, dropped the connection, was busy or broke.
+TRANSIENT = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
 
 
 class LLMError(RuntimeError):
@@ -129,6 +133,9 @@ class LLMClient(Component):
             self._client.close()
             self._client = None
 
+    def key_params(self) -> dict:
+        return {"model": self.model_id, "temperature": self.temperature, "max_tokens": self.max_tokens}
+
     @property
     def model_id(self) -> str:
         """Names the model in stage keys and cache keys."""
@@ -184,11 +191,8 @@ class LLMClient(Component):
             if hit is not None:
                 # A method's cost must not depend on what the cache held: a cached reply counts as the
                 # call it was, at the tokens it cost then.
-                for counter in self._counters:
-                    counter.calls += 1
-                    counter.cache_hits += 1
-                    counter.prompt_tokens += hit["prompt_tokens"]
-                    counter.completion_tokens += hit["completion_tokens"]
+                self._count(calls=1, cache_hits=1, prompt_tokens=hit["prompt_tokens"],
+                            completion_tokens=hit["completion_tokens"])
                 return hit["reply"]
         text, prompt_tokens, completion_tokens = self._call(messages, params)
         if self.store is not None:
@@ -215,39 +219,38 @@ class LLMClient(Component):
                                     repaired) from None
 
     def _call(self, messages: list, params: dict) -> tuple[str, int, int]:
-        attempt = 0
-        while True:
-            try:
-                with self._slots:
-                    response = self._openai().chat.completions.create(messages=messages, **params)
-                usage = response.usage
-                prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
-                for counter in self._counters:
-                    counter.calls += 1
-                    counter.prompt_tokens += prompt
-                    counter.completion_tokens += completion
-                return response.choices[0].message.content or "", prompt, completion
-            except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
-                    openai.InternalServerError) as error:
-                if attempt >= self.max_retries:
-                    self._count_failed_call()
-                    raise LLMError(f"{self.base_url} failed after {attempt + 1} attempts: "
-                                   f"{type(error).__name__}: {error}") from None
-                time.sleep(self._wait(error, attempt))
-                attempt += 1
-                for counter in self._counters:
-                    counter.retries += 1
-            except openai.APIStatusError as error:
-                # A refused request (bad key, unknown model, too long) is not retried: it would fail again.
-                self._count_failed_call()
-                raise LLMError(f"{self.base_url} refused the request: {error.status_code}: {error.message}") from None
+        retrying = tenacity.Retrying(retry=tenacity.retry_if_exception_type(TRANSIENT),
+                                     stop=tenacity.stop_after_attempt(self.max_retries + 1), wait=self._wait,
+                                     before_sleep=lambda _: self._count(retries=1), reraise=True)
+        try:
+            response = retrying(self._create, messages, params)
+        except TRANSIENT as error:
+            self._count(calls=1)
+            raise LLMError(f"{self.base_url} failed after {retrying.statistics['attempt_number']} attempts: "
+                           f"{type(error).__name__}: {error}") from None
+        except openai.APIStatusError as error:
+            # A refused request (bad key, unknown model, too long) is not retried: it would fail again.
+            self._count(calls=1)
+            raise LLMError(f"{self.base_url} refused the request: {error.status_code}: {error.message}") from None
+        usage = response.usage
+        prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+        self._count(calls=1, prompt_tokens=prompt, completion_tokens=completion)
+        return response.choices[0].message.content or "", prompt, completion
 
-    def _count_failed_call(self) -> None:
-        """A call that ended in an error still counts in a question's cost."""
+    def _create(self, messages: list, params: dict):
+        with self._slots:
+            return self._openai().chat.completions.create(messages=messages, **params)
+
+    def _count(self, **used: int) -> None:
+        """Add to this client's usage and the worker's (a call that ended in an error counts in a
+        question's cost too)."""
         for counter in self._counters:
-            counter.calls += 1
+            for name, value in used.items():
+                setattr(counter, name, getattr(counter, name) + value)
 
-    def _wait(self, error: Exception, attempt: int) -> float:
+    def _wait(self, retry_state: tenacity.RetryCallState) -> float:
+        """A 429's Retry-After, else exponential backoff with jitter, capped at max_backoff_s."""
+        error = retry_state.outcome.exception()
         response = getattr(error, "response", None)
         retry_after = response.headers.get("retry-after") if response is not None else None
         if retry_after:
@@ -255,6 +258,7 @@ class LLMClient(Component):
                 return min(float(retry_after), self.max_backoff_s)
             except ValueError:
                 pass
+        attempt = retry_state.attempt_number - 1
         return min(self.backoff_s * 2 ** attempt, self.max_backoff_s) * random.uniform(0.5, 1.0)
 
 
