@@ -28,6 +28,23 @@ def row_id_field() -> pa.Field:
     return pa.field("row_id", pa.string(), nullable=False, metadata=_PRIMARY)
 
 
+def arrow_fields(row: type, columns: list[str], vector_size: int | None = None) -> list[pa.Field]:
+    """The columns of a row dataclass as Arrow fields: a plain type's column (int32, float64, string,
+    binary, bool), or the Arrow type of `Annotated[T, arrow type]` ("vector": float32 of `vector_size`)."""
+    hints = typing.get_type_hints(row, include_extras=True)
+    fields = []
+    for name in columns:
+        hint = hints[name]
+        if typing.get_origin(hint) is Annotated:
+            arrow = hint.__metadata__[0]
+            if arrow == "vector":
+                arrow = pa.list_(pa.float32(), vector_size)
+        else:
+            arrow = _ARROW[hint]
+        fields.append(pa.field(name, arrow))
+    return fields
+
+
 @dataclass(frozen=True)
 class Artifact:
     # The stage that writes it: every stage class writing this artifact takes this name, and the
@@ -67,18 +84,8 @@ class Artifact:
 
     @property
     def schema(self) -> pa.Schema:
-        hints = typing.get_type_hints(self.row, include_extras=True)
-        fields = [row_id_field(), pa.field("video_id", pa.string()), pa.field("stage_key", pa.string())]
-        for name in self.columns:
-            hint = hints[name]
-            if typing.get_origin(hint) is Annotated:
-                arrow = hint.__metadata__[0]
-                if arrow == "vector":
-                    arrow = pa.list_(pa.float32(), self.vector_size)
-            else:
-                arrow = _ARROW[hint]
-            fields.append(pa.field(name, arrow))
-        return pa.schema(fields)
+        keys = [row_id_field(), pa.field("video_id", pa.string()), pa.field("stage_key", pa.string())]
+        return pa.schema(keys + arrow_fields(self.row, self.columns, self.vector_size))
 
     def rows(self, records: list[dict]) -> list:
         """Rows of the row type from the table's records, in order."""

@@ -1,144 +1,154 @@
 """The pyarrow schema of every table in the store: the artifacts (declared in `artifacts.py`) and the
-store's own bookkeeping."""
+store's own bookkeeping, each derived from its row dataclass as the artifacts' are."""
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass
+from typing import Annotated
 
 import pyarrow as pa
 
-from vidprep.store.artifacts import ARTIFACTS, row_id_field as _row_id
+from vidprep.store.artifacts import ARTIFACTS, arrow_fields, row_id_field as _row_id
 
 
-# One row per video (its row_id is its video id): what the probe found.
-VIDEOS = pa.schema([
-    _row_id(),
-    pa.field("video_id", pa.string()),
-    pa.field("stage_key", pa.string()),
+# The types of the store's own columns that are not the plain ones (int32, float64, string, bool).
+INT64 = Annotated[int, pa.int64()]
+UTC_TIME = Annotated[dt.datetime, pa.timestamp("us", tz="UTC")]
+
+
+def table_schema(row: type) -> pa.Schema:
+    """A bookkeeping table's schema: its merge key, then the row dataclass's fields."""
+    return pa.schema([_row_id(), *arrow_fields(row, [f.name for f in dataclasses.fields(row)])])
+
+
+@dataclass(frozen=True)
+class VideoRecord:
+    """One row per video (its row_id is its video id): what the probe found."""
+
+    video_id: str
+    stage_key: str
     # The dataset's own name for the video (a manifest id, else the file name without extension).
-    pa.field("name", pa.string()),
-    pa.field("source_path", pa.string()),
-    pa.field("size", pa.int64()),
-    pa.field("duration", pa.float64()),
-    pa.field("fps", pa.float64()),
-    pa.field("width", pa.int32()),
-    pa.field("height", pa.int32()),
-    pa.field("codec", pa.string()),
-    pa.field("has_audio", pa.bool_()),
+    name: str
+    source_path: str
+    size: INT64
+    duration: float
+    fps: float
+    width: int
+    height: int
+    codec: str
+    has_audio: bool
     # The YCbCr matrix and range the file is tagged with, as ffprobe names them ("bt709", "tv", "unknown").
-    pa.field("color_space", pa.string()),
-    pa.field("color_range", pa.string()),
-])
+    color_space: str
+    color_range: str
 
-# Every file path seen, with the content id it had at that size and mtime, so an unchanged file is
-# never hashed or probed twice; `error` is set where probing this exact file failed.
-SOURCES = pa.schema(
-    [
-        _row_id(),
-        pa.field("source_path", pa.string()),
-        pa.field("size", pa.int64()),
-        pa.field("mtime_ns", pa.int64()),
-        pa.field("video_id", pa.string()),
-        pa.field("probe_key", pa.string()),
-        pa.field("error", pa.string()),
-    ]
-)
 
-# One row per (video, stage key) whose artifacts are completely written; readers trust nothing else.
-STAGE_DONE = pa.schema(
-    [
-        _row_id(),
-        pa.field("video_id", pa.string()),
-        pa.field("stage", pa.string()),
-        pa.field("stage_key", pa.string()),
-        pa.field("rows", pa.int64()),
-        # What the stage said of an artifact with no rows, e.g. "no audio track".
-        pa.field("detail", pa.string()),
-        pa.field("seconds", pa.float64()),
-        pa.field("node_id", pa.string()),
-        pa.field("run_id", pa.string()),
-        pa.field("finished_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
+@dataclass(frozen=True)
+class Source:
+    """Every file path seen, with the content id it had at that size and mtime, so an unchanged file is
+    never hashed or probed twice; `error` is set where probing this exact file failed."""
 
-# What each stage key stands for, so a key found in the store can be read back as a config.
-STAGE_CONFIGS = pa.schema(
-    [
-        _row_id(),
-        pa.field("stage", pa.string()),
-        pa.field("version", pa.int32()),
-        pa.field("config_json", pa.string()),
-    ]
-)
+    source_path: str
+    size: INT64
+    mtime_ns: INT64
+    video_id: str
+    probe_key: str
+    error: str
 
-FAILURES = pa.schema(
-    [
-        _row_id(),
-        pa.field("video_id", pa.string()),
-        pa.field("source_path", pa.string()),
-        pa.field("stage", pa.string()),
-        pa.field("stage_key", pa.string()),
-        pa.field("error", pa.string()),
-        pa.field("run_id", pa.string()),
-        pa.field("failed_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
 
-RUNS = pa.schema(
-    [
-        _row_id(),
-        pa.field("job", pa.string()),
-        pa.field("started_at", pa.timestamp("us", tz="UTC")),
-        pa.field("wall_seconds", pa.float64()),
-        pa.field("summary_json", pa.string()),
-    ]
-)
+@dataclass(frozen=True)
+class StageDone:
+    """One row per (video, stage key) whose artifacts are completely written; readers trust nothing else."""
 
-# The LLM response cache: row_id is the hash of endpoint, model, messages and parameters.
-LLM_CACHE = pa.schema(
-    [
-        _row_id(),
-        pa.field("model", pa.string()),
-        pa.field("reply", pa.string()),
-        pa.field("prompt_tokens", pa.int64()),
-        pa.field("completion_tokens", pa.int64()),
-        pa.field("created_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
+    video_id: str
+    stage: str
+    stage_key: str
+    rows: INT64
+    # What the stage said of an artifact with no rows, e.g. "no audio track".
+    detail: str
+    seconds: float
+    node_id: str
+    run_id: str
+    finished_at: UTC_TIME
 
-# A vision model's output on one frame, keyed by the model and the frame's JPEG bytes: the stages that
-# need the same model on the same frame (labels, text read off it) run it once.
-FRAME_READINGS = pa.schema(
-    [
-        _row_id(),
-        pa.field("model", pa.string()),
-        pa.field("output_json", pa.string()),
-        pa.field("created_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
 
-# One row per (answer run, question): the prediction, whether it was valid, and the whole trace.
-PREDICTIONS = pa.schema(
-    [
-        _row_id(),
-        pa.field("run_key", pa.string()),
-        pa.field("qid", pa.string()),
-        pa.field("video_id", pa.string()),
-        pa.field("method", pa.string()),
-        pa.field("task", pa.string()),
-        pa.field("qtype", pa.string()),
-        pa.field("question_json", pa.string()),
-        pa.field("prediction_json", pa.string()),
-        pa.field("valid", pa.bool_()),
-        pa.field("error", pa.string()),
-        pa.field("trace_json", pa.string()),
-        pa.field("visited", pa.list_(pa.float64())),
-        pa.field("llm_calls", pa.int64()),
-        pa.field("cache_hits", pa.int64()),
-        pa.field("prompt_tokens", pa.int64()),
-        pa.field("completion_tokens", pa.int64()),
-        # Per model: {"MODEL": {"calls", "prompt_tokens", "completion_tokens"}} (the method's and the vision model's).
-        pa.field("usage_json", pa.string()),
-        pa.field("seconds", pa.float64()),
-        pa.field("created_at", pa.timestamp("us", tz="UTC")),
-    ]
-)
+@dataclass(frozen=True)
+class StageConfig:
+    """What each stage key stands for, so a key found in the store can be read back as a config."""
+
+    stage: str
+    version: int
+    config_json: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    video_id: str
+    source_path: str
+    stage: str
+    stage_key: str
+    error: str
+    run_id: str
+    failed_at: UTC_TIME
+
+
+@dataclass(frozen=True)
+class Run:
+    job: str
+    started_at: UTC_TIME
+    wall_seconds: float
+    summary_json: str
+
+
+@dataclass(frozen=True)
+class CachedReply:
+    """The LLM response cache: row_id is the hash of endpoint, model, messages and parameters."""
+
+    model: str
+    reply: str
+    prompt_tokens: INT64
+    completion_tokens: INT64
+    created_at: UTC_TIME
+
+
+@dataclass(frozen=True)
+class FrameReading:
+    """A vision model's output on one frame, keyed by the model and the frame's JPEG bytes: the stages
+    that need the same model on the same frame (labels, text read off it) run it once."""
+
+    model: str
+    output_json: str
+    created_at: UTC_TIME
+
+
+@dataclass(frozen=True)
+class PredictionRecord:
+    """One row per (answer run, question): the prediction, whether it was valid, and the whole trace."""
+
+    run_key: str
+    qid: str
+    video_id: str
+    method: str
+    task: str
+    qtype: str
+    question_json: str
+    prediction_json: str
+    valid: bool
+    error: str
+    trace_json: str
+    visited: Annotated[list, pa.list_(pa.float64())]
+    llm_calls: INT64
+    cache_hits: INT64
+    prompt_tokens: INT64
+    completion_tokens: INT64
+    # Per model: {"MODEL": {"calls", "prompt_tokens", "completion_tokens"}} (the method's and the vision model's).
+    usage_json: str
+    seconds: float
+    created_at: UTC_TIME
+
+
+VIDEOS, SOURCES, STAGE_DONE, STAGE_CONFIGS, FAILURES, RUNS, LLM_CACHE, FRAME_READINGS, PREDICTIONS = map(
+    table_schema, (VideoRecord, Source, StageDone, StageConfig, Failure, Run, CachedReply, FrameReading,
+                   PredictionRecord))
 
 BOOKKEEPING: dict[str, pa.Schema] = {
     "videos": VIDEOS,
