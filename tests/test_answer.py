@@ -40,18 +40,24 @@ METHODS = {
 }
 
 
-# The first question of each type (4 of the 7: mcq, rtl and both open kinds) for the methods that ask the
-# real local LLM; random, which asks nothing, answers all 7.
-PER_TYPE = "answer.per_type=1"
+# Each method that asks the real local LLM answers one sample question, the three tasks spread over the
+# methods; random, which asks nothing, answers all 7.
+TASK_OF = {"videoagent2": "mcq", "caviar": "mcq", "llovi": "mcq", "traveler": "rtl", "caviar_single_program": "rtl",
+           "direct": "rtl", "caviar_agent": "open", "direct_transcript": "open"}
 
 
-def questions_of(method: str) -> int:
-    return 7 if method == "random" else 4
+def one_question(sample_dir: Path, task: str) -> list[str]:
+    """Overrides that ask only the sample's first question of `task` (its file beside the sample)."""
+    path = sample_dir.parent / f"first-{task}.jsonl"
+    if not path.exists():
+        lines = (sample_dir / "questions.jsonl").read_text().splitlines()
+        path.write_text(next(line for line in lines if json.loads(line)["task"] == task) + "\n")
+    return [f"dataset.questions.path={path}", f"+dataset.questions.video_dir={sample_dir}"]
 
 
 def sample_config(precomputed, sample_dir, method: str, *extra: str):
     cfg, _, _ = precomputed
-    selection = [] if method == "random" else [PER_TYPE]
+    selection = one_question(sample_dir, TASK_OF[method]) if method in TASK_OF else []
     return config_for(cfg.store.uri, sample_dir, f"method={method}", *METHODS[method], *selection, *extra)
 
 
@@ -66,7 +72,7 @@ def test_every_method_gives_a_valid_answer_and_a_trace_for_every_question(answer
     store, summaries = answered
     summary = summaries[method]
     rows = store.scan("predictions", f"run_key = '{summary.run_key}'").to_pylist()
-    assert (summary.questions, summary.answered, len(rows)) == (questions_of(method),) * 3
+    assert (summary.questions, summary.answered, len(rows)) == (1 if method in TASK_OF else 7,) * 3
     # vision=stored: a method that asks visual questions is told, loudly, that no vision model answers them.
     assert bool(summary.warnings) == (method not in ("llovi", "random"))
     assert all(line.startswith("warning: ") for line in summary.lines()[:len(summary.warnings)])
@@ -86,17 +92,19 @@ def test_every_method_gives_a_valid_answer_and_a_trace_for_every_question(answer
     if method == "traveler":
         assert all(r["visited"] for r in rows)
     scores = report(rows)
-    assert set(scores["tasks"]) == {"mcq", "open", "rtl"}
-    assert scores["tasks"]["rtl"]["R@0.5"] is not None
+    assert set(scores["tasks"]) == ({TASK_OF[method]} if method in TASK_OF else {"mcq", "open", "rtl"})
+    if "rtl" in scores["tasks"]:
+        assert scores["tasks"]["rtl"]["R@0.5"] is not None
 
 
 def test_rerun_answers_nothing_again(answered, precomputed, sample_dir):
     again = answer(sample_config(precomputed, sample_dir, "videoagent2"))
-    assert (again.answered, again.skipped, again.llm_calls) == (0, 4, 0)
+    assert (again.answered, again.skipped, again.llm_calls) == (0, 1, 0)
 
 
 def test_evaluate_prints_scores_per_method_and_export_writes_each_question(answered, precomputed, tmp_path):
     cfg, _, _ = precomputed
+    _, summaries = answered
     done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "evaluate", f"store.uri={cfg.store.uri}"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -104,7 +112,8 @@ def test_evaluate_prints_scores_per_method_and_export_writes_each_question(answe
         assert method in done.stdout
     assert "accuracy" in done.stdout and "mIoU" in done.stdout and "invalid" in done.stdout
     assert "LLM calls" in done.stdout
-    key = done.stdout.split("(", 1)[1].split(")", 1)[0]
+    # The run that answered every task.
+    key = summaries["random"].run_key
     one = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "evaluate", "--run", key,
                           f"store.uri={cfg.store.uri}"], capture_output=True, text=True, timeout=120)
     assert one.returncode == 0 and one.stdout.count("(answer-") == 1 and f"({key})" in one.stdout, one.stderr
@@ -118,7 +127,7 @@ def test_evaluate_prints_scores_per_method_and_export_writes_each_question(answe
     # The sample is no benchmark: no submission file, only the per-question lines.
     assert exported.returncode == 0 and exported.stdout.split() == ["written:", str(tmp_path / "samples.jsonl")]
     lines = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
-    assert len(lines) == 4 and {line["metric"] for line in lines} == {"accuracy", "mIoU", "token F1"}
+    assert len(lines) == 7 and {line["metric"] for line in lines} == {"accuracy", "mIoU", "token F1"}
     assert all(line["trace_id"].startswith(key) and line["target"] is not None for line in lines), lines
 
 
@@ -126,15 +135,16 @@ def test_multirun_sweep_reuses_the_same_store(answered, precomputed, sample_dir)
     cfg, _, _ = precomputed
     args = [sys.executable, "-m", "vidprep.jobs.cli", "answer", "--multirun", "method=videoagent2,caviar",
             f"store.uri={cfg.store.uri}", "dataset=folder", f"dataset.manifest={sample_dir}",
-            "method.max_steps=1", PER_TYPE, "ray.progress_bars=false", f"hydra.sweep.dir={cfg.store.uri}-sweep"]
+            "method.max_steps=1", *one_question(sample_dir, "mcq"), "ray.progress_bars=false",
+            f"hydra.sweep.dir={cfg.store.uri}-sweep"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=600)
     for method in ("videoagent2", "caviar"):
-        assert f"({method}): 4 questions, 0 answered now, 4 already answered" in done.stdout, done.stderr[-2000:]
+        assert f"({method}): 1 questions, 0 answered now, 1 already answered" in done.stdout, done.stderr[-2000:]
     # Each job's folder holds its run's metrics; the store holds what the run was made of.
     recorded = answered[0].answer_runs()
     for job, method in enumerate(("videoagent2", "caviar")):
         folder = Path(f"{cfg.store.uri}-sweep") / str(job)
-        assert f"({method}): 4 questions, 0 answered now" in (folder / "answer.log").read_text()
+        assert f"({method}): 1 questions, 0 answered now" in (folder / "answer.log").read_text()
         metrics = json.loads((folder / "metrics.json").read_text())
         assert metrics["tasks"]["mcq"]["questions"] == 1 and "tokens_per_question" in metrics["costs"]
         origin = recorded[metrics["run_key"]]["provenance"]

@@ -48,7 +48,7 @@ class MeasureBrightness(Stage):
                     "mean": ImageStat.Stat(Image.open(io.BytesIO(f.jpeg)).convert("L")).mean[0]} for f in batch]
 '''
 
-# A tool over that artifact: the darkest moment between two times.
+# A tool over that artifact: the brightest moment between two times.
 TOOL = '''
 from vidprep.agents.tools import ToolResult, VideoTools, tool
 from brightness_stage import BRIGHTNESS
@@ -56,29 +56,30 @@ from brightness_stage import BRIGHTNESS
 
 class BrightnessTools(VideoTools):
     @tool
-    def darkest(self, start: float, end: float) -> ToolResult:
-        """The time in seconds, between `start` and `end`, of the darkest stored frame."""
+    def brightest(self, start: float, end: float) -> ToolResult:
+        """The time in seconds, between `start` and `end`, of the brightest stored frame."""
         rows = [r for r in self.store.read(BRIGHTNESS, self.video_id, self.keys["brightness"])
                 if start <= r.timestamp <= end]
-        best = min(rows, key=lambda r: r.mean)
+        best = max(rows, key=lambda r: r.mean)
         return ToolResult(f"{best.timestamp:.1f}", 1.0, [best.timestamp], value=best.timestamp)
 '''
 
-# A method that answers "which scene is darkest" questions with that tool, without an LLM.
+# A method that answers "which part of the video is brightest" with that tool, without an LLM: the
+# choices name equal parts of the video, in order.
 METHOD = '''
 from vidprep.agents.base import Agent
 
 
-class DarkestScene(Agent):
-    name = "darkest_scene"
+class BrightestPart(Agent):
+    name = "brightest_part"
 
-    def __init__(self, llm=None, scene_seconds: float = 4.0):
+    def __init__(self, llm=None, margin_s: float = 0.0):
         super().__init__(llm)
-        self.scene_seconds = scene_seconds
+        self.margin_s = margin_s
 
     def solve(self, question, tools, trace):
-        found = tools.darkest(0.0, tools.duration)
-        return min(int(found.value // self.scene_seconds), len(question.choices) - 1)
+        found = tools.brightest(self.margin_s, tools.duration - self.margin_s)
+        return min(int(found.value / tools.duration * len(question.choices)), len(question.choices) - 1)
 '''
 
 # A benchmark: its file format, its loader and the file its leaderboard reads.
@@ -93,7 +94,7 @@ from vidprep.evaluation.benchmarks import Benchmark, video_path
 def load(path: str, video_dir: str) -> list[Question]:
     items = json.loads(Path(path).read_text())
     return [Question(qid=item["id"], video=video_path(video_dir, item["video"]), task="mcq",
-                     question=item["q"], choices=item["options"], answer=item["gold"], qtype="darkest")
+                     question=item["q"], choices=item["options"], answer=item["gold"], qtype="brightest")
             for item in items]
 
 
@@ -101,13 +102,13 @@ def leaderboard(rows: list[dict]) -> dict:
     return {r["qid"]: json.loads(r["prediction_json"]) for r in rows}
 
 
-BENCHMARK = Benchmark("brightness_bench", load, ("darkest",), leaderboard_file="brightness_leaderboard.json",
+BENCHMARK = Benchmark("brightness_bench", load, ("brightest",), leaderboard_file="brightness_leaderboard.json",
                       leaderboard=leaderboard)
 '''
 
 METHOD_YAML = """
-_target_: darkest_method.DarkestScene
-scene_seconds: 4.0
+_target_: brightest_method.BrightestPart
+margin_s: 0.0
 """
 
 DATASET_YAML = """
@@ -129,19 +130,19 @@ def test_a_stage_a_tool_a_method_and_a_benchmark_of_ones_own_run_end_to_end(tmp_
     code = tmp_path / "mine"
     (code / "conf" / "method").mkdir(parents=True)
     (code / "conf" / "dataset").mkdir(parents=True)
-    for name, text in (("brightness_stage", STAGE), ("brightness_tools", TOOL), ("darkest_method", METHOD),
+    for name, text in (("brightness_stage", STAGE), ("brightness_tools", TOOL), ("brightest_method", METHOD),
                        ("brightness_bench", BENCHMARK)):
         (code / f"{name}.py").write_text(textwrap.dedent(text))
-    (code / "conf" / "method" / "darkest.yaml").write_text(METHOD_YAML)
+    (code / "conf" / "method" / "brightest.yaml").write_text(METHOD_YAML)
     (code / "conf" / "dataset" / "brightness_bench.yaml").write_text(DATASET_YAML)
     videos = tmp_path / "videos"
     videos.mkdir()
     (videos / "scenes.mp4").symlink_to(sample_dir / "scenes.mp4")
-    # The sample's scenes, 4 s each: the cat, the rocket (its night sky: mean grey 61 against 104-119 for
-    # the others), the coffee, the astronaut.
+    # The sample's frames as stored: the cat and rocket scenes (0-8 s) at a mean grey of 53-54, the coffee
+    # and astronaut scenes (8-16 s) at 87.
     questions = tmp_path / "questions.json"
-    questions.write_text(json.dumps([{"id": "q1", "video": "scenes", "q": "Which scene is darkest?",
-                                      "options": ["cat", "rocket", "coffee", "astronaut"], "gold": 1}]))
+    questions.write_text(json.dumps([{"id": "q1", "video": "scenes", "q": "Which half of the video is brighter?",
+                                      "options": ["the first half", "the second half"], "gold": 1}]))
     env = {"PYTHONPATH": str(code)}
     common = [f"store.uri={tmp_path / 'db'}", f"hydra.searchpath=[file://{code / 'conf'}]",
               "dataset=brightness_bench", f"dataset.questions.path={questions}", f"dataset.questions.video_dir={videos}",
@@ -152,19 +153,21 @@ def test_a_stage_a_tool_a_method_and_a_benchmark_of_ones_own_run_end_to_end(tmp_
     done = vidprep("precompute", *common, *stages, env=env)
     assert done.returncode == 0 and "'brightness': 16" in done.stdout, done.stderr[-3000:]
     # `show` prints any declared artifact under its title.
-    shown = vidprep("show", "scenes", *common, *stages, env=env)
+    # Commands that are not Hydra jobs compose the config without the job's own settings (hydra.*).
+    store = common[0]
+    shown = vidprep("show", "scenes", store, *stages, env=env)
     lines = shown.stdout.split("brightness:\n")[1].splitlines()[:16]
     assert lines[0].startswith("  t=0.0s brightness ") and lines[15].startswith("  t=15.0s brightness "), lines
 
-    answered = vidprep("answer", *common, *stages, "method=darkest", "answer.tools=brightness_tools.BrightnessTools",
+    answered = vidprep("answer", *common, *stages, "method=brightest", "answer.tools=brightness_tools.BrightnessTools",
                        env=env)
     assert answered.returncode == 0, answered.stderr[-3000:]
     assert "1 questions, 1 answered now, 0 already answered, 0 invalid, 0 failed" in answered.stdout, answered.stdout
     run_key = answered.stdout.split("run ")[1].split()[0]
 
-    evaluated = vidprep("evaluate", *common, env=env)
+    evaluated = vidprep("evaluate", store, env=env)
     assert evaluated.returncode == 0 and "accuracy 1.000" in evaluated.stdout, evaluated.stdout + evaluated.stderr
-    exported = vidprep("export", "--run", run_key, "--out", str(tmp_path / "export"), *common, env=env)
+    exported = vidprep("export", "--run", run_key, "--out", str(tmp_path / "export"), store, env=env)
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert json.loads((tmp_path / "export" / "brightness_leaderboard.json").read_text()) == {"q1": 1}
     sample = json.loads((tmp_path / "export" / "samples.jsonl").read_text().splitlines()[0])
@@ -178,6 +181,6 @@ def test_a_stage_a_tool_a_method_and_a_benchmark_of_ones_own_run_end_to_end(tmp_
     captions = tmp_path / "captions.jsonl"
     captions.write_text("\n".join(json.dumps({"video": "clip", "t": t, "caption": f"a dog runs, second {t}"})
                                   for t in range(4)))
-    imported = vidprep("import-captions", "--format", "jsonl", str(captions), plain[0], "~stages.summary",
+    imported = vidprep("import-captions", "--format", "jsonl", str(captions), store, "~stages.summary",
                        "ray.progress_bars=false", env={})
     assert imported.returncode == 0 and "videos: 1 (1 done" in imported.stdout, imported.stderr[-3000:]

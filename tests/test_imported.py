@@ -108,13 +108,14 @@ def test_search_and_visual_questions_run_over_the_stored_captions(imported, embe
     assert tools.transcript().text == "(no speech: no audio track)"
 
 
-# Every method end to end with the real local LLM; small limits keep the tiny model's runs short.
+# Every method end to end with the real local LLM on NExT-QA rows; one question each (llovi, one call a
+# question, the first of each type) keeps the tiny model's runs short.
 @pytest.mark.parametrize("method, selection, overrides", [
-    ("videoagent2", "answer.limit=4", ["method.max_steps=1"]),
+    ("videoagent2", "answer.limit=1", ["method.max_steps=1"]),
     ("llovi", "answer.per_type=1", []),
-    ("traveler", "answer.limit=2", ["method.max_iterations=1", "method.questions=1", "method.window=1"]),
-    ("caviar", "answer.limit=2", ["method.max_steps=1"]),
-    ("direct", "answer.limit=2", []),
+    ("traveler", "answer.limit=1", ["method.max_iterations=1", "method.questions=1", "method.window=1"]),
+    ("caviar", "answer.limit=1", ["method.max_steps=1"]),
+    ("direct", "answer.limit=1", []),
 ])
 def test_agents_answer_nextqa_from_captions_and_score_per_type(imported, method, selection, overrides):
     cfg, store, _, rows = imported
