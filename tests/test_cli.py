@@ -93,6 +93,29 @@ def test_keys_are_stable_across_processes(precomputed):
     assert done.stdout.strip() == build_plan(cfg.stages).keys["frame_embeddings"]
 
 
+# The keys the default config and describer=vlm had before the lifecycle and derived key parameters
+# (commit 4e33e54): a refactor that changes a key makes every store compute everything again.
+KEYS_OF_4E33E54 = {
+    (): {"frames": "frames-dc1e41992fc2", "segments": "segments-f53c523ddbce",
+         "frame_embeddings": "frame_embeddings-6660753c9dcd", "segment_captions": "segment_captions-dcf745816c8f",
+         "frame_captions": "frame_captions-c7c79f3b38d9", "transcript": "transcript-228cf199eef8",
+         "summary": "summary-ccc9dc479495"},
+    ("describer=vlm", "llm=openai"): {"segment_captions": "segment_captions-1eb5993b5758",
+                                      "frame_captions": "frame_captions-98e4876848eb", "summary": "summary-7765da4e69d2"},
+}
+
+
+def test_stage_keys_are_those_stores_were_written_with(monkeypatch):
+    from vidprep.jobs.config import load_config
+
+    # The endpoints at their defaults: an LLM's URL is part of the summary's model.
+    monkeypatch.setenv("VIDPREP_LLM_PORT", "8765")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    for overrides, keys in KEYS_OF_4E33E54.items():
+        built = build_plan(load_config(["store.uri=/nowhere", *overrides]).stages).keys
+        assert {name: built[name] for name in keys} == keys, overrides
+
+
 def test_show_prints_a_videos_artifacts(precomputed, sample_dir):
     cfg, _, _ = precomputed
     done = vidprep("show", str(sample_dir / "places.mp4"), f"store.uri={cfg.store.uri}")
