@@ -185,6 +185,7 @@ def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
     for setting, low in (("workers", 1), ("num_cpus", 0), ("per_type", 0), ("limit", 0)):
         check_range(f"answer.{setting}", cfg.answer[setting], low)
     check_search_mode(cfg.search.mode)
+    # Imported first: a tools class of one's own registers its tools before the method checks its names.
     get_class(cfg.answer.tools)
     # Built here once so a bad method or vision setting is reported before any worker starts.
     agent, vision = instantiate(cfg.method, llm=instantiate(cfg.llm.client)), instantiate(cfg.vision)

@@ -272,10 +272,9 @@ def stage_resources(cfg: DictConfig, plan: Plan) -> dict[str, Resources]:
         # time. On a local Ray the model threads share the cores with the tasks anyway, so there the
         # actors ask for no CPU unless `resources.STAGE.cpus` says otherwise.
         declared = {n: dataclasses.replace(r, cpus=0) if plan.stages[n].stateful else r for n, r in declared.items()}
-    resources = {}
+    resources, fields = {}, {f.name for f in dataclasses.fields(Resources)}
     for name in plan.stages:
         given = overrides.get(name, {})
-        fields = {f.name for f in dataclasses.fields(Resources)}
         if set(given) - fields:
             raise ConfigError(f"resources.{name}.{sorted(set(given) - fields)[0]} is not a resource; "
                               f"one of {', '.join(sorted(fields))}")

@@ -124,7 +124,11 @@ class Store:
         rows too: the last of a `row_id` is kept, since merge_insert would insert each of them)."""
         if not isinstance(rows, pa.Table):
             rows = list({row["row_id"]: row for row in rows}.values())
-        data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(rows, self.table(name).schema)
+        if not isinstance(rows, pa.Table) and not rows:
+            return
+        # The declared schema needs no read; a table declared in a module not imported here has its stored one.
+        data = rows if isinstance(rows, pa.Table) else pa.Table.from_pylist(
+            rows, schema.declared_schema(name) or self.table(name).schema)
         if data.num_rows == 0:
             return
         (
