@@ -17,7 +17,10 @@ from vidprep.stages.prompts import load_prompt
 
 class DirectAnswer(Agent):
     """`frames` evenly spaced frames (and the transcript when `transcript`) in one prompt, answered by
-    the vision backend's model (`vision=vlm`), or offline by the LLM from the frames' stored descriptions."""
+    the vision backend's model (`vision=vlm`), or offline by the LLM from the frames' stored descriptions.
+    120 frames: what the paper's base model takes in its 32k-token context. Offline, the descriptions
+    share `max_description_chars` (ours: fits the local 4k-token model with published 1-fps captions; a
+    vision model sees the JPEGs and ignores it)."""
 
     asks_visual_questions = True
 

@@ -157,6 +157,15 @@ def shown_trace(strategy: dict) -> str:
 
 
 class CAViAR(Agent):
+    """CAViAR (docs/methods.md gives each element against the paper). `strategies`: per task, the module
+    subsets of the reasoning strategies (one trace each; the critic picks among them). `direct`: per task,
+    the module that already yields its answer type, applied to the query as strategy 1. `max_steps` per
+    strategy; at that step without finish, `forced_finish` asks for the answer from the trace. Without
+    `critic`, the first strategy whose answer fits the task is the prediction. `window_frames`: frames the
+    vision backend sees at once (the paper: Gemini 1.5 Flash's 32k tokens, about 120 frames).
+    `transcript_chunk_chars` per asr_understanding call. `step_time_limit_s` and `memory_mb` bound each
+    generated program's sandbox. `name` tells the ablations' runs apart."""
+
     name = "caviar"
     asks_visual_questions = True
     # 3: per-task strategies with the direct one, windowed modules, segment values, critic winners list.

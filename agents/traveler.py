@@ -60,6 +60,13 @@ def _asked(question, with_choices: bool) -> str:
 
 
 class TraveLER(Agent):
+    """TraveLER, with the public code's NExT-QA config as defaults (docs/methods.md gives each element
+    against the paper). The Retriever takes `window` frames `window_spacing` s apart around its timestamp
+    (the code's view_range 2: t-2 .. t+2); the Extractor writes at most `questions` questions per frame;
+    `max_iterations` rounds. `temperature` is every call's (the public config's 1; null: llm.client's).
+    The Summarizer makes every memory entry more concise once the memory's JSON grows past
+    `max_memory_chars`. The memory starts from `initial_captions` evenly spaced stored frame captions."""
+
     name = "traveler"
     asks_visual_questions = True
     version = 3

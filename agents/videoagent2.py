@@ -41,6 +41,12 @@ def plan_schema(tools: list[str], reasoning: bool) -> dict:
 
 
 class VideoAgent2(Agent):
+    """VideoAgent2 (docs/methods.md gives each element against the paper). It stops once the self-rated
+    confidence (0-5) reaches `confidence_threshold`, and answers after `max_steps` tool calls (0: from B1
+    alone, the paper's ablation setting 4). `tools`: those the plan may call (null: the paper's). The
+    paper's ablations: setting 1 = `tool_confidence` false; 2 = also `adjust_plan` false; 3 = also
+    `chain_of_thought` false. `summary` false leaves the summary S out of B1."""
+
     name = "videoagent2"
     # 3: reasoning before answers and plans; the ablation switches.
     version = 3

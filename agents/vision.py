@@ -80,7 +80,10 @@ class StoredDescriptions(Component):
 
 
 class VisionLanguageModel(Component):
-    """A vision-language model behind the LLM layer; the frames go as image parts, each after its time."""
+    """A vision-language model behind the LLM layer; the frames go as image parts, each after its time.
+    A question about frames uses TraveLER's LMM instruction, its answer capped at `answer_tokens` (its
+    150); `relevant_prompt` and `ranges_prompt` ask which frames of a window are relevant to a query and
+    which ranges may show an event (CAViAR's modules)."""
 
     sees_frames = True
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from vidprep.conf import schemas
+
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
@@ -21,6 +23,7 @@ def shared_data(name: str) -> str:
 
 
 OmegaConf.register_new_resolver("shared_data", shared_data, replace=True)
+schemas.register()
 
 
 def load_config(overrides: list[str]):

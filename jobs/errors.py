@@ -11,7 +11,7 @@ from hydra.errors import (
     InstantiationException,
     OverrideParseException,
 )
-from omegaconf.errors import MissingMandatoryValue
+from omegaconf.errors import MissingMandatoryValue, ValidationError
 
 from vidprep.conf.checks import ManifestError
 from vidprep.conf.checks import ConfigError
@@ -43,6 +43,9 @@ def user_errors():
 def _exit(error: Exception) -> None:
     if isinstance(error, MissingMandatoryValue):
         message = f"{error.full_key} is not set: give it on the command line ({error.full_key}=...)"
+    elif isinstance(error.__cause__, ValidationError):
+        # A value its class's structured config refuses (conf/: `/schema@...`): the setting, then why.
+        message = f"{error.__cause__.full_key}: {str(error.__cause__).splitlines()[0]}"
     else:
         # One line: Hydra's messages list the options of a group on lines of their own.
         first, *rest = [line.strip() for line in str(error).splitlines() if line.strip()] or [repr(error)]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from vidprep.conf.checks import ConfigError, check_types
+from vidprep.conf.checks import ConfigError
 
 from vidprep.stages.base import Stage
 from vidprep.stages.probe import ProbeVideo
@@ -45,8 +45,6 @@ def build_stage(config: dict) -> Stage:
 
 
 def build_plan(stages_cfg: DictConfig) -> Plan:
-    # The whole config, so a value reached through an interpolation is named where the user sets it.
-    check_types(OmegaConf.to_container(stages_cfg._get_root(), resolve=False))
     configs = OmegaConf.to_container(stages_cfg, resolve=True)
     probe_config = configs.pop("probe", None)
     probe = instantiate(probe_config) if probe_config else None

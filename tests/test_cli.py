@@ -135,8 +135,10 @@ def test_show_prints_a_videos_artifacts(precomputed, sample_dir):
     ("precompute", "stages.frames.fps=-1", "stages.frames.fps must be in 0.001..240 frames per second, got -1"),
     ("precompute", "stages.frames.fps=1e-9", "stages.frames.fps must be in 0.001..240 frames per second, got 1e-09"),
     ("answer", "method=nosuchmethod", "Could not find 'method/nosuchmethod'"),
-    ("precompute", "stages.frames.fps=fast", "stages.frames.fps must be a number, got 'fast'"),
-    ("precompute", "llm.client.timeout_s=soon", "llm.client.timeout_s must be a number, got 'soon'"),
+    ("precompute", "stages.frames.fps=fast",
+     "stages.frames.fps: Value 'fast' of type 'str' could not be converted to Float"),
+    ("precompute", "llm.client.timeout_s=soon",
+     "llm.client.timeout_s: Value 'soon' of type 'str' could not be converted to Float"),
 ])
 def test_bad_configs_against_an_existing_store_are_clear_errors_and_change_nothing(
         precomputed, sample_dir, command, override, message):

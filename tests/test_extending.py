@@ -106,17 +106,21 @@ BENCHMARK = Benchmark("brightness_bench", load, ("brightest",), leaderboard_file
                       leaderboard=leaderboard)
 '''
 
+# Each names its class (or function) as its schema: the class's parameters, defaults and types.
 METHOD_YAML = """
-_target_: brightest_method.BrightestPart
-margin_s: 0.0
+defaults:
+  - /schema@_here_: brightest_method.BrightestPart
+  - _self_
 """
 
 DATASET_YAML = """
 name: brightness_bench
 manifest: ${dataset.questions.video_dir}
 make_sample: false
+defaults:
+  - /schema@questions: brightness_bench.load
+  - _self_
 questions:
-  _target_: brightness_bench.load
   path: ???
   video_dir: ???
 """
@@ -148,7 +152,7 @@ def test_a_stage_a_tool_a_method_and_a_benchmark_of_ones_own_run_end_to_end(tmp_
               "dataset=brightness_bench", f"dataset.questions.path={questions}", f"dataset.questions.video_dir={videos}",
               "ray.progress_bars=false", f"hydra.run.dir={tmp_path / 'outputs'}"]
     stages = [*(f"~stages.{name}" for name in ("segment_captions", "frame_captions", "transcript", "summary")),
-              "+stages.brightness._target_=brightness_stage.MeasureBrightness"]
+              "+schema@stages.brightness=brightness_stage.MeasureBrightness"]
 
     done = vidprep("precompute", *common, *stages, env=env)
     assert done.returncode == 0 and "'brightness': 16" in done.stdout, done.stderr[-3000:]

@@ -92,7 +92,9 @@ def image_part(jpeg: bytes) -> dict:
 
 class LLMClient(Component):
     """Chat completions against `base_url`; the API key is read from the `api_key_env` variable. Its
-    reply cache is the worker's store (set up with the context)."""
+    reply cache is the worker's store (set up with the context). A failed request is retried
+    `max_retries` times, the wait doubling from `backoff_s` up to `max_backoff_s`; a 429's Retry-After
+    wins."""
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
                  temperature: float = 0.0, max_tokens: int = 512, timeout_s: float = 60.0,
