@@ -1,6 +1,7 @@
 """Turning the user's mistakes (bad config, bad manifest) into one clear line instead of a traceback,
 the exit statuses every command shares, and the clock a command's summary measures its time by."""
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -54,9 +55,21 @@ def _exit(error: Exception) -> None:
     sys.exit(EXIT_USER_ERROR)
 
 
-# This module is imported as a command starts, so a summary's wall time is the command's (imports, the
-# LLM server's start and Ray's included), not only its pipeline's.
-_command_started: float | None = time.monotonic()
+def _process_started() -> float:
+    """When this process started, on the monotonic clock: a summary's wall time is what the user waited
+    for (the interpreter's start and every import included), not only the pipeline's. Linux says it in
+    /proc (both clocks count from boot); elsewhere, when this module was imported."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            # The fields after the command name (which may hold spaces): starttime is the 20th of them.
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            age = float(uptime.read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK")
+        return time.monotonic() - max(age, 0.0)
+    except (OSError, ValueError, IndexError):
+        return time.monotonic()
+
+
+_command_started: float | None = _process_started()
 
 
 def job_started() -> float:
