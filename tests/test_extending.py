@@ -177,6 +177,11 @@ def test_a_stage_a_tool_a_method_and_a_benchmark_of_ones_own_run_end_to_end(tmp_
     sample = json.loads((tmp_path / "export" / "samples.jsonl").read_text().splitlines()[0])
     assert sample["prediction"] == 1 and sample["score"] == 1.0
 
+    # Without the benchmark's module, its run still scores, plainly, and says why.
+    plainly = vidprep("evaluate", store, env={})
+    assert plainly.returncode == 0 and "accuracy 1.000" in plainly.stdout, plainly.stdout + plainly.stderr
+    assert "benchmark module brightness_bench cannot be imported here" in plainly.stderr, plainly.stderr
+
     # Commands that never import the user's module open its table by its stored schema (compaction included).
     plain = [f"store.uri={tmp_path / 'db'}", "dataset=folder", f"dataset.manifest={videos}", "ray.progress_bars=false",
              f"hydra.run.dir={tmp_path / 'outputs'}"]

@@ -225,3 +225,12 @@ def test_import_captions_command_loads_a_jsonl_without_a_dataset(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "import-captions", "--format", "llovi", str(captions),
                           f"store.uri={tmp_path / 'db'}"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "captions.jsonl: cannot read captions" in bad.stderr
+
+
+def test_a_run_recorded_before_loaders_were_is_known_as_its_benchmark_by_its_recorded_config():
+    from vidprep.evaluation.benchmarks import run_benchmark
+
+    old = {"dataset": "nextqa_dev", "provenance": {"config": {"dataset": {
+        "name": "nextqa_dev", "questions": {"_target_": "vidprep.evaluation.benchmarks.nextqa.load"}}}}}
+    assert run_benchmark(old).leaderboard_file == "nextqa_results.json"
+    assert run_benchmark({"dataset": "star"}).headline == "mean of categories"

@@ -1,12 +1,13 @@
 """What vidprep knows of a benchmark, in one record per benchmark, each in the module that loads it
 (`evaluation/benchmarks/<name>.py`): its loader, question types, headline figure and the file its own
-tool reads. A dataset's config names the loader (`dataset.questions._target_: ...<name>.load`), and the
+tool reads. A dataset's config names the loader (`/schema@questions: ...<name>.load`), and the
 loader's module is the benchmark: a renamed or held-out split scores and exports as its benchmark.
 A benchmark of one's own is one module with `load` and `BENCHMARK`, outside vidprep or in it."""
 
 import importlib
 import importlib.util
 import json
+import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,17 +36,27 @@ class Benchmark:
 
 def benchmark_of(loader: str | None) -> Benchmark | None:
     """The benchmark whose module holds `loader` (a dotted name as `_target_` gives it); None where that
-    module declares none."""
+    module declares none, or cannot be imported here (a benchmark of one's own off the PYTHONPATH: its
+    runs still score plainly, with a warning naming the module)."""
     if not loader:
         return None
-    module = importlib.import_module(loader.rsplit(".", 1)[0])
+    module_name = loader.rsplit(".", 1)[0]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        logging.getLogger(__name__).warning(
+            "warning: benchmark module %s cannot be imported here (%s): scored without its record, and "
+            "`export` writes no leaderboard file for it", module_name, error)
+        return None
     return getattr(module, "BENCHMARK", None)
 
 
 def run_benchmark(record: dict) -> Benchmark | None:
-    """The benchmark an answer run answered, from its record: the loader it recorded, else (runs recorded
-    before loaders were) the module of vidprep's benchmarks named as its dataset."""
-    if loader := record.get("loader"):
+    """The benchmark an answer run answered, from its record: the loader it recorded (or, for runs
+    recorded before loaders were, the one in its recorded config), else the module of vidprep's
+    benchmarks named as its dataset."""
+    recorded_config = (record.get("provenance") or {}).get("config") or {}
+    if loader := record.get("loader") or recorded_config.get("dataset", {}).get("questions", {}).get("_target_"):
         return benchmark_of(loader)
     name = record.get("dataset")
     if name and importlib.util.find_spec(f"{__package__}.{name}"):
