@@ -2,10 +2,10 @@
 of every step (prompt, reply, tool call, result, confidence, tokens, time) and the prediction."""
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 from vidprep.conf.checks import check_range
-from vidprep.stages.context import Component
+from vidprep.stages.context import Component, Usage, counted
 from vidprep.stages.models.llm import LLMClient, LLMError
 
 # "mcq" (answer: choice index), "open" (answer: text) and "rtl", reasoning temporal localisation
@@ -125,12 +125,13 @@ class Trace:
         """One LLM call (the method's LLM, or `llm`, e.g. the vision model); `user` is text or message parts;
         `max_tokens` where a reply needs more or less room than the client's default."""
         llm = llm or self.llm
-        before, started = replace(llm.usage), time.monotonic()
+        started = time.monotonic()
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         try:
-            reply = llm.complete_json(messages, schema, max_tokens, temperature=self.temperature)
+            with counted() as by_model:
+                reply = llm.complete_json(messages, schema, max_tokens, temperature=self.temperature)
         finally:
-            used = llm.usage.since(before)
+            used = sum(by_model.values(), Usage())
             self.record(kind, prompt=_without_images(messages), llm_calls=used.calls, cache_hits=used.cache_hits,
                         prompt_tokens=used.prompt_tokens, completion_tokens=used.completion_tokens,
                         seconds=round(time.monotonic() - started, 3), **fields)

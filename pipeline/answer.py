@@ -10,6 +10,7 @@ re-run answers only what is missing and a sweep reuses the same indexes.
 import dataclasses
 import json
 import os
+import threading
 import time
 
 import pyarrow as pa
@@ -28,7 +29,7 @@ from vidprep.evaluation.tracking import provenance, run_settings
 from vidprep.agents.base import Question
 from vidprep.stages.media.files import is_uri
 from vidprep.stages.base import Resources
-from vidprep.stages.context import Usage, WorkerContext
+from vidprep.stages.context import Usage, WorkerContext, counted
 from vidprep.stages.models.llm import api_keys, check_endpoints
 from vidprep.stages.prompts import is_prompt, prompt_hash
 from vidprep.conf.checks import check_range
@@ -111,6 +112,8 @@ class AnswerWorker:
         # Every LLM client a question spends on: the method's, and the vision backend's when it has one.
         self.clients = [self.llm] + [c for c in [getattr(self.vision, "llm", None)] if c is not None]
         self.search_mode = cfg.search.mode
+        # Questions answered at once (`answer` in threads) record their rows one after another.
+        self.writing = threading.Lock()
 
     def __del__(self):
         for component in (getattr(self, name, None) for name in ("agent", "vision", "text_embedder")):
@@ -122,27 +125,26 @@ class AnswerWorker:
 
     def answer(self, row: dict) -> dict:
         question = Question(**json.loads(row["question_json"]))
-        before, started = [dataclasses.replace(c.usage) for c in self.clients], time.monotonic()
+        started = time.monotonic()
         tools = self.tools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision, self.search_mode,
                            question.clip)
-        prediction = self.agent.answer(question, tools)
-        per_client = [(c.model, c.usage.since(b)) for c, b in zip(self.clients, before)]
-        used = sum((u for _, u in per_client), Usage())
-        by_model: dict[str, dict] = {}
-        for model, usage in per_client:
-            entry = by_model.setdefault(model, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
-            for name in entry:
-                entry[name] += getattr(usage, name)
-        self.store.record_prediction({
-            "run_key": self.key, "qid": question.qid,
-            "video_id": row["video_id"], "method": self.agent.name, "task": question.task, "qtype": question.qtype,
-            "question_json": row["question_json"], "prediction_json": json.dumps(prediction.answer),
-            "valid": prediction.valid, "error": prediction.error,
-            "trace_json": json.dumps(prediction.trace, ensure_ascii=False, default=str),
-            "visited": tools.visited, "llm_calls": used.calls, "cache_hits": used.cache_hits,
-            "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens,
-            "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started,
-        })
+        # Questions answered at once in this actor each count their own calls (`counted` is per thread).
+        with counted() as per_model:
+            prediction = self.agent.answer(question, tools)
+        used = sum(per_model.values(), Usage())
+        by_model = {model: {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+                    for model, u in per_model.items()}
+        with self.writing:
+            self.store.record_prediction({
+                "run_key": self.key, "qid": question.qid,
+                "video_id": row["video_id"], "method": self.agent.name, "task": question.task, "qtype": question.qtype,
+                "question_json": row["question_json"], "prediction_json": json.dumps(prediction.answer),
+                "valid": prediction.valid, "error": prediction.error,
+                "trace_json": json.dumps(prediction.trace, ensure_ascii=False, default=str),
+                "visited": tools.visited, "llm_calls": used.calls, "cache_hits": used.cache_hits,
+                "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens,
+                "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started,
+            })
         return {"qid": question.qid, "valid": prediction.valid, "failed": is_failure(prediction.error),
                 "llm_calls": used.calls, "cache_hits": used.cache_hits}
 
@@ -220,10 +222,11 @@ def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
         worker_args = dict(cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys,
                            key=key, embedder=plan.configs.get(FRAME_EMBEDDINGS.stage, {}).get("embedder"),
                            api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
-        # One question per batch, so each finished question shows in the progress as it finishes.
+        # One question per batch, so each finished question shows in the progress as it finishes. Each
+        # actor answers as many questions at once as the endpoint takes requests (questions are independent).
         answered_now = pool_map(ray.data.from_items(pending), AnswerWorker, "answer", worker_args,
                                 Resources(cpus=cfg.answer.num_cpus, pool_size=cfg.answer.workers),
-                                cfg.ray.gpu_memory_gb, batch_size=1)
+                                cfg.ray.gpu_memory_gb, calls_per_actor=cfg.llm.client.concurrency, batch_size=1)
         with Progress("questions", len(pending)) as progress:
             for result in answered_now.iter_rows():
                 results.append(result)

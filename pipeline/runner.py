@@ -183,8 +183,9 @@ def ray_args(resources: Resources, gpu_memory_gb: float) -> dict:
 
 
 def pool_map(ds, worker: type, name: str, worker_args: dict, resources: Resources, gpu_memory_gb: float,
-             **map_args):
-    """`ds` through an actor pool of `worker`, each actor built once with `worker_args`; the map is named
+             calls_per_actor: int = 1, **map_args):
+    """`ds` through an actor pool of `worker`, each actor built once with `worker_args` and running up to
+    `calls_per_actor` batches at once (in threads: work that waits on an endpoint); the map is named
     `name` (Ray Data names a map after its class: the name shows in progress and logs)."""
     named = type(name, (worker,), {"__module__": worker.__module__})
     remote = ray_args(resources, gpu_memory_gb)
@@ -192,8 +193,11 @@ def pool_map(ds, worker: type, name: str, worker_args: dict, resources: Resource
     # one actor, every video's decode ran in that actor, one at a time. An empty label selector (any
     # node, as without one) keeps the args apart.
     remote.setdefault("label_selector", {})
-    return ds.map_batches(named, fn_constructor_kwargs=worker_args, batch_format="pyarrow",
-                          compute=ray.data.ActorPoolStrategy(size=resources.pool_size), **map_args, **remote)
+    threaded = dict(max_tasks_in_flight_per_actor=calls_per_actor, max_concurrent_calls_per_actor=calls_per_actor,
+                    enable_true_multi_threading=True) if calls_per_actor > 1 else {}
+    pool = ray.data.ActorPoolStrategy(size=resources.pool_size, **threaded)
+    return ds.map_batches(named, fn_constructor_kwargs=worker_args, batch_format="pyarrow", compute=pool,
+                          **map_args, **remote)
 
 
 def stage_maps(ds, cfg: DictConfig, plan: Plan, settings: StoreSettings, run_id: str):

@@ -28,30 +28,37 @@ class CaptionSegments(Stage):
     def model_device(self) -> str | None:
         return self.describer.device
 
-    def _caption(self, segment, frames) -> dict:
-        text, confidence = self.describer.describe([f.jpeg for f in evenly_spaced(frames, self.frames_per_segment)])
-        return {"segment_index": segment.segment_index, "start": segment.start, "end": segment.end,
-                "caption": text, "confidence": confidence, "model": self.describer.model_id}
+    def _captions(self, closed: list[tuple]) -> list[dict]:
+        """Rows of the closed (segment, frames) pairs, described together (an endpoint's requests in
+        flight at once), in segment order."""
+        described = self.describer.describe_all(
+            [[f.jpeg for f in evenly_spaced(frames, self.frames_per_segment)] for _, frames in closed])
+        return [{"segment_index": segment.segment_index, "start": segment.start, "end": segment.end,
+                 "caption": text, "confidence": confidence, "model": self.describer.model_id}
+                for (segment, _), (text, confidence) in zip(closed, described)]
 
     def run(self, video: dict, frames: Iterator[list], segments: Iterator[list]) -> Iterator[list[dict]]:
         pending = [s for batch in segments for s in batch]
-        inside, rows, empty = [], [], 0
+        inside, closed, empty = [], [], 0
         for batch in frames:
             for frame in batch:
                 # Frames arrive in time order: each one closes the segments that end before it.
                 while len(pending) > 1 and frame.timestamp >= pending[0].end:
                     segment = pending.pop(0)
                     if inside:
-                        rows.append(self._caption(segment, inside))
+                        closed.append((segment, inside))
                     else:
                         empty += 1
                     inside = []
                 inside.append(frame)
-            if rows:
-                yield rows
-                rows = []
+            # Enough closed segments to keep the describer's endpoint busy (one at a time for a local model).
+            if len(closed) >= self.describer.in_flight:
+                yield self._captions(closed)
+                closed = []
         if inside:
-            yield [self._caption(pending.pop(0), inside)]
+            closed.append((pending.pop(0), inside))
+        if closed:
+            yield self._captions(closed)
         empty += len(pending)
         if empty:
             return f"{empty} segments had no frames (fps too low for the segment length)"
@@ -87,9 +94,7 @@ class CaptionFrames(Stage):
                         nearest[i] = frame
         if nearest[0] is None:
             return "no frames"
-        rows = []
-        for i, (fraction, frame) in enumerate(zip(fractions, nearest)):
-            text, confidence = self.describer.describe([frame.jpeg])
-            rows.append({"position_index": i, "position": fraction, "timestamp": frame.timestamp,
-                         "caption": text, "confidence": confidence, "model": self.describer.model_id})
-        yield rows
+        described = self.describer.describe_all([[frame.jpeg] for frame in nearest])
+        yield [{"position_index": i, "position": fraction, "timestamp": frame.timestamp,
+                "caption": text, "confidence": confidence, "model": self.describer.model_id}
+               for i, (fraction, frame, (text, confidence)) in enumerate(zip(fractions, nearest, described))]

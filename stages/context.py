@@ -8,6 +8,8 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from vidprep.store.store import Store
 
@@ -20,12 +22,32 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
-    def since(self, earlier: "Usage") -> "Usage":
-        """What was used after `earlier`, a copy taken with dataclasses.replace(usage)."""
-        return Usage(*(getattr(self, f.name) - getattr(earlier, f.name) for f in dataclasses.fields(self)))
-
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(*(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self)))
+
+    def add(self, **used: int) -> None:
+        for name, value in used.items():
+            setattr(self, name, getattr(self, name) + value)
+
+
+# The usage scopes open in this thread (`counted`): a question answered beside others counts only its own calls.
+_SCOPES: ContextVar[tuple[dict, ...]] = ContextVar("usage_scopes", default=())
+
+
+@contextmanager
+def counted() -> Iterator[dict[str, Usage]]:
+    """What the LLM calls made within the block, in this thread, used: per model."""
+    used: dict[str, Usage] = {}
+    token = _SCOPES.set(_SCOPES.get() + (used,))
+    try:
+        yield used
+    finally:
+        _SCOPES.reset(token)
+
+
+def count_in_scopes(model: str, **used: int) -> None:
+    for scope in _SCOPES.get():
+        scope.setdefault(model, Usage()).add(**used)
 
 
 class StoredReadings:

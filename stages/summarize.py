@@ -64,8 +64,9 @@ class SummarizeVideo(Stage):
             return "nothing to summarise"
         instructions, combine = self._prompts
         chunks = self._chunks(lines)
-        parts = [self._ask(instructions, chunk) for chunk in chunks]
+        # The chunks of one round are independent: asked at once, up to the client's concurrency.
+        parts = self.llm.in_flight(lambda chunk: self._ask(instructions, chunk), chunks)
         while len(parts) > 1:
-            parts = [self._ask(combine, chunk) for chunk in self._chunks(
-                [f"Part {i + 1}: {p}" for i, p in enumerate(parts)])]
+            parts = self.llm.in_flight(lambda chunk: self._ask(combine, chunk), self._chunks(
+                [f"Part {i + 1}: {p}" for i, p in enumerate(parts)]))
         yield [{"summary_index": 0, "summary": parts[0], "model": self.llm.model_id, "chunks": len(chunks)}]

@@ -12,11 +12,17 @@ class ScriptedLLM:
 
     Actions: ("reply", text), ("status", code, {headers}), ("hang", seconds), ("drop",), and
     ("reply_then_die", text): answer, then shut the server down (connections are refused after).
+    `reply(body)`, where given, writes the default reply from the request. Every request is answered
+    after `latency_s`, with no limit on requests in flight; `peak` is the most there were at once.
     """
 
-    def __init__(self, default: str = '{"reasoning": "scripted", "summary": "a scripted summary"}', port: int = 0):
+    def __init__(self, default: str = '{"reasoning": "scripted", "summary": "a scripted summary"}', port: int = 0,
+                 latency_s: float = 0.0, reply=None):
         self.script: list[tuple] = []
         self.default = default
+        self.latency_s, self.reply = latency_s, reply
+        self.in_flight = self.peak = 0
+        counting = threading.Lock()
         self.requests: list[dict] = []
         self.authorizations: list[str] = []
         owner = self
@@ -27,9 +33,20 @@ class ScriptedLLM:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                owner.requests.append(body)
-                owner.authorizations.append(self.headers.get("Authorization", ""))
-                action = owner.script.pop(0) if owner.script else ("reply", owner.default)
+                with counting:
+                    owner.requests.append(body)
+                    owner.authorizations.append(self.headers.get("Authorization", ""))
+                    owner.in_flight += 1
+                    owner.peak = max(owner.peak, owner.in_flight)
+                    action = owner.script.pop(0) if owner.script else None
+                try:
+                    time.sleep(owner.latency_s)
+                    self.answer(body, action or ("reply", owner.reply(body) if owner.reply else owner.default))
+                finally:
+                    with counting:
+                        owner.in_flight -= 1
+
+            def answer(self, body, action):
                 if action[0] == "drop":
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
@@ -66,3 +83,4 @@ class ScriptedLLM:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+

@@ -16,6 +16,7 @@ from vidprep.store.settings import StoreSettings
 from vidprep.store.artifacts import SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS
 from vidprep.store.keys import content_id
 from vidprep.store.store import ArtifactMissing, Store
+from vidprep.jobs.bench.endpoint import fitting_reply
 from tests.conftest import config_for
 from tests.scripted_llm import ScriptedLLM
 from tests.test_resume import _snapshot
@@ -102,9 +103,11 @@ def test_llm_faults_slow_a_run_down_and_past_the_budget_fail_only_that_question(
         assert len(scripted.requests) == count + 4 and time.monotonic() - started > 1.3
         assert all(a == f"Bearer {SECRET}" for a in scripted.authorizations)
 
-        # Past the budget (2 attempts): the first question fails with the reason, the rest are answered.
+        # Past the budget (2 attempts): the first question fails with the reason, the rest are answered
+        # (one question at a time, so both faults meet the same one).
         scripted.script = [("status", 503), ("status", 503)]
-        cfg = _scripted_answer_config(precomputed, sample_dir, questions, scripted, "scripted-2", "llm.client.max_retries=1")
+        cfg = _scripted_answer_config(precomputed, sample_dir, questions, scripted, "scripted-2", "llm.client.max_retries=1",
+                                      "llm.client.concurrency=1")
         second = answer(cfg)
         store = StoreSettings.from_config(cfg.store).open()
         rows = store.scan("predictions", f"run_key = '{second.run_key}'").to_pylist()
@@ -150,3 +153,29 @@ def test_api_keys_never_reach_logs_traces_reports_or_the_store(tmp_path, precomp
         for path in folder.rglob("*"):
             if path.is_file():
                 assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_questions_are_answered_at_the_endpoints_concurrency_as_one_at_a_time_answers_them(
+        precomputed, sample_dir, monkeypatch):
+    monkeypatch.setenv("VIDPREP_TEST_KEY", SECRET)
+    questions = sample_dir / "questions.jsonl"
+    endpoint = ScriptedLLM(latency_s=0.5, reply=fitting_reply)
+    runs = {}
+    try:
+        for concurrency in (1, 8):
+            endpoint.peak = 0
+            cfg = _scripted_answer_config(precomputed, sample_dir, questions, endpoint, f"scripted-c{concurrency}",
+                                          f"llm.client.concurrency={concurrency}")
+            summary = answer(cfg)
+            store = StoreSettings.from_config(cfg.store).open()
+            rows = store.scan("predictions", f"run_key = '{summary.run_key}'").to_pylist()
+            runs[concurrency] = (endpoint.peak, {r["qid"]: (
+                r["prediction_json"], r["valid"], r["error"], r["llm_calls"], r["prompt_tokens"],
+                [s["kind"] for s in json.loads(r["trace_json"])]) for r in rows})
+    finally:
+        endpoint.close()
+    (one_peak, one), (many_peak, many) = runs[1], runs[8]
+    # The sample's 7 questions, one LLM call each, all in flight at once; each question's row is what it
+    # is one at a time: its answer, and only its own calls counted.
+    assert len(one) == 7 and one_peak == 1 and many_peak == 7, (one_peak, many_peak)
+    assert many == one and all(calls == 1 for _, _, _, calls, _, _ in one.values())

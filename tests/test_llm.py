@@ -1,6 +1,7 @@
 """The LLM layer's control flow against a scripted OpenAI-compatible server on loopback
 (the real local server is exercised by the summary stage in test_model_stages.py)."""
 
+import json
 import time
 
 import pytest
@@ -182,6 +183,22 @@ def test_summary_reasons_first_over_captions_in_chunks_then_combines(server):
         assert list(schema["properties"]) == ["reasoning", "summary"]
         assert 'In "reasoning"' in request["messages"][0]["content"]
 
+    # The three chunks are asked at once, and combined in their order.
+    def summary_naming_the_first_segment(body) -> str:
+        text = body["messages"][1]["content"]
+        first = text.split("caption of segment ")[1].split()[0] if "caption of segment" in text else "combined"
+        return json.dumps({"reasoning": "scripted", "summary": f"from segment {first}"})
+
+    endpoint = ScriptedLLM(latency_s=0.3, reply=summary_naming_the_first_segment)
+    try:
+        stage = SummarizeVideo(llm=client(endpoint, concurrency=4), max_input_chars=1000)
+        rows = [r for batch in stage.run({"duration": 120.0}, iter([captions])) for r in batch]
+    finally:
+        endpoint.close()
+    assert endpoint.peak == 3 and rows[0]["summary"] == "from segment combined"
+    combined = endpoint.requests[-1]["messages"][1]["content"]
+    assert combined.index("Part 1: from segment 0") < combined.index("Part 2: from segment 5") < combined.index("Part 3: from segment 10")
+
 
 def _free_port() -> int:
     import socket
@@ -252,3 +269,37 @@ def test_a_busy_server_is_waited_for_not_started_again(tmp_path):
         assert len(asked) >= 3 and not (tmp_path / "server.log").exists()
     finally:
         busy.shutdown()
+
+
+def test_caption_stages_keep_the_endpoints_requests_in_flight_and_store_what_one_at_a_time_stores(
+        tmp_path, sample_dir, ray_session):
+    import hashlib
+
+    def caption_naming_the_frames(body) -> str:
+        images = [p["image_url"]["url"] for p in body["messages"][0]["content"] if p["type"] == "image_url"]
+        return json.dumps({"caption": hashlib.sha256("".join(images).encode()).hexdigest()[:16], "confidence": 3})
+
+    # Every caption names the frames it was asked about, so a row stored against the wrong segment shows.
+    endpoint = ScriptedLLM(latency_s=0.3, reply=caption_naming_the_frames)
+    stores, peaks, calls = [], [], []
+    try:
+        for concurrency in (1, 8):
+            endpoint.peak = 0
+            # 2-second segments: the sample's 16-second video has 8 of them to caption.
+            cfg = config_for(tmp_path / f"db-{concurrency}", sample_dir, "describer=vlm", "llm=openai",
+                             f"llm.client.base_url={endpoint.base_url}", "llm.client.model=scripted",
+                             f"llm.client.concurrency={concurrency}", "stages.segments.seconds=2",
+                             "~stages.frame_embeddings", "~stages.transcript", "~stages.summary")
+            summary = precompute(cfg)
+            assert summary.failed == 1, summary.failures  # the sample's corrupt.mp4
+            store = Store(str(tmp_path / f"db-{concurrency}"))
+            stores.append({name: sorted((r["row_id"], r["caption"], r["confidence"]) for r in store.scan(name).to_pylist())
+                           for name in ("segment_captions", "frame_captions")})
+            peaks.append(endpoint.peak)
+            calls.append(summary.llm_calls)
+    finally:
+        endpoint.close()
+    # One request at a time per caption stage's actor (two stages run at once), then several per actor.
+    assert peaks[0] <= 2 and peaks[1] >= 6, peaks
+    assert stores[0] == stores[1] and len(stores[0]["segment_captions"]) >= 13
+    assert calls[0] == calls[1] > 0

@@ -26,7 +26,7 @@ from vidprep.jobs.serve_llm import ensure_local_llm
 from vidprep.pipeline.progress import Progress
 
 GROUPS = ("decode", "rerun", "naive", "answer", "modes", "sweep", "memory", "cpus", "clips", "search", "scale",
-          "gpu")
+          "endpoint", "gpu")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

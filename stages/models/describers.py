@@ -1,7 +1,8 @@
 """Frame describers: a short text description of frames, the offline stand-in for a
 vision-language model (shipped models) or a real one behind the LLM layer (frames as image parts).
 
-`describe(jpegs)` returns one (text, confidence in 0..1) for the frames together.
+`describe(jpegs)` returns one (text, confidence in 0..1) for the frames together; `describe_all(groups)`
+describes each group of frames, as many at once as the model's endpoint takes.
 """
 
 import functools
@@ -46,6 +47,12 @@ class ShippedDescriber(Component):
             parts.append(text + ".")
         return " Then: ".join(parts), sum(top[0][1] for top in tops) / len(tops)
 
+    def describe_all(self, groups: list[list[bytes]]) -> list[tuple[str, float]]:
+        return [self.describe(jpegs) for jpegs in groups]
+
+    # Groups worth describing at once.
+    in_flight = 1
+
 
 class VisionLanguageDescriber(Component):
     """A vision-language model behind the LLM layer: the frames as image parts, a JSON reply with a
@@ -78,3 +85,10 @@ class VisionLanguageDescriber(Component):
         content = [{"type": "text", "text": self.instructions}] + [image_part(j) for j in jpegs]
         reply = self.llm.complete_json([{"role": "user", "content": content}], self.SCHEMA)
         return reply["caption"], reply["confidence"] / 5
+
+    def describe_all(self, groups: list[list[bytes]]) -> list[tuple[str, float]]:
+        return self.llm.in_flight(self.describe, groups)
+
+    @property
+    def in_flight(self) -> int:
+        return self.llm.concurrency

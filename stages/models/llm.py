@@ -12,16 +12,20 @@ import json
 import os
 import random
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import jsonschema
 import openai
 import tenacity
 
 from vidprep.conf.checks import ConfigError, check_range
-from vidprep.stages.context import Component, Usage, WorkerContext
+from vidprep.stages.context import Component, Usage, WorkerContext, count_in_scopes
 
 _SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
+# Usage counts and reply-cache writes of requests in flight at once (any client of this process).
+_BOOKKEEPING = threading.Lock()
 
 
 def api_keys(config) -> dict[str, str]:
@@ -117,6 +121,9 @@ class LLMClient(Component):
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.cache = cache
+        # Requests this client keeps in flight at most (shared with every client of the same endpoint in
+        # this process); `in_flight` runs independent requests up to that many at once.
+        self.concurrency = concurrency
         # The store holding the reply cache (None: no persistent cache) and the counters every call adds
         # to: this client's own, and the worker's once set up.
         self.store = None
@@ -198,8 +205,18 @@ class LLMClient(Component):
                 return hit["reply"]
         text, prompt_tokens, completion_tokens = self._call(messages, params)
         if self.store is not None:
-            self.store.llm_remember(key, self.model, text, prompt_tokens, completion_tokens)
+            with _BOOKKEEPING:
+                self.store.llm_remember(key, self.model, text, prompt_tokens, completion_tokens)
         return text
+
+    def in_flight(self, request: Callable, items: list) -> list:
+        """`request(item)` for every item, up to `concurrency` at once, the results in the items' order
+        (the first error raised, as one after another would)."""
+        if self.concurrency == 1 or len(items) < 2:
+            return [request(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)),
+                                thread_name_prefix="llm-request") as pool:
+            return list(pool.map(request, items))
 
     def complete_json(self, messages: list, schema: dict, max_tokens: int | None = None,
                       temperature: float | None = None) -> dict:
@@ -246,9 +263,10 @@ class LLMClient(Component):
     def _count(self, **used: int) -> None:
         """Add to this client's usage and the worker's (a call that ended in an error counts in a
         question's cost too)."""
-        for counter in self._counters:
-            for name, value in used.items():
-                setattr(counter, name, getattr(counter, name) + value)
+        with _BOOKKEEPING:
+            for counter in self._counters:
+                counter.add(**used)
+            count_in_scopes(self.model, **used)
 
     def _wait(self, retry_state: tenacity.RetryCallState) -> float:
         """A 429's Retry-After, else exponential backoff with jitter, capped at max_backoff_s."""
