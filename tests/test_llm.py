@@ -144,6 +144,15 @@ def test_llm_server_dying_mid_run_leaves_no_partial_rows_and_a_rerun_completes(t
     assert summaries == {"the only reply before the server died", "a scripted summary"}
 
 
+def test_requests_in_flight_count_in_the_callers_usage_scope(server):
+    from vidprep.stages.context import counted
+
+    llm = client(server, concurrency=4)
+    with counted() as used:
+        replies = llm.in_flight(lambda n: llm.complete_json([{"role": "user", "content": f"{n} x 7?"}], SCHEMA), [1, 2, 3])
+    assert replies == [{"answer": 42}] * 3 and used["scripted"].calls == 3 and len(server.requests) == 3
+
+
 def test_vision_language_backends_send_the_frames_as_image_parts(server):
     from vidprep.agents.vision import VisionLanguageModel
     from vidprep.stages.models.describers import VisionLanguageDescriber

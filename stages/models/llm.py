@@ -7,6 +7,7 @@ endpoint's model, the messages and every parameter, so a re-run costs no call.
 """
 
 import base64
+import contextvars
 import hashlib
 import json
 import os
@@ -214,9 +215,12 @@ class LLMClient(Component):
         (the first error raised, as one after another would)."""
         if self.concurrency == 1 or len(items) < 2:
             return [request(item) for item in items]
+        # Each request runs in a copy of the caller's context, so the usage scopes open there (`counted`)
+        # count its calls as they would one after another.
+        contexts = [contextvars.copy_context() for _ in items]
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)),
                                 thread_name_prefix="llm-request") as pool:
-            return list(pool.map(request, items))
+            return list(pool.map(lambda context, item: context.run(request, item), contexts, items))
 
     def complete_json(self, messages: list, schema: dict, max_tokens: int | None = None,
                       temperature: float | None = None) -> dict:
