@@ -109,8 +109,6 @@ class AnswerWorker:
         for component in (self.agent, self.vision, self.text_embedder):
             if component is not None:
                 component.setup(self.context)
-        # Every LLM client a question spends on: the method's, and the vision backend's when it has one.
-        self.clients = [self.llm] + [c for c in [getattr(self.vision, "llm", None)] if c is not None]
         self.search_mode = cfg.search.mode
         # Questions answered at once (`answer` in threads) record their rows one after another.
         self.writing = threading.Lock()

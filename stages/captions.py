@@ -52,7 +52,7 @@ class CaptionSegments(Stage):
                     inside = []
                 inside.append(frame)
             # Enough closed segments to keep the describer's endpoint busy (one at a time for a local model).
-            if len(closed) >= self.describer.in_flight:
+            if len(closed) >= self.describer.at_once:
                 yield self._captions(closed)
                 closed = []
         if inside:

@@ -51,7 +51,7 @@ class ShippedDescriber(Component):
         return [self.describe(jpegs) for jpegs in groups]
 
     # Groups worth describing at once.
-    in_flight = 1
+    at_once = 1
 
 
 class VisionLanguageDescriber(Component):
@@ -90,5 +90,5 @@ class VisionLanguageDescriber(Component):
         return self.llm.in_flight(self.describe, groups)
 
     @property
-    def in_flight(self) -> int:
+    def at_once(self) -> int:
         return self.llm.concurrency
