@@ -183,7 +183,7 @@ class VideoTools:
                 for i, (fraction, frame, (text, confidence)) in enumerate(zip(fractions, frames, described))]
 
     def _embedded(self, frames: list[Frame]) -> dict[int, tuple]:
-        return self.store.frame_embeddings(self.video_id, self._key("frame_embeddings"), self.text_embedder.dim,
+        return self.store.frame_embeddings(self.video_id, self._key("frame_embeddings"),
                                            [f.frame_index for f in frames])
 
     def frame_descriptions(self, frames: list[Frame]) -> dict[int, str]:

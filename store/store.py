@@ -72,6 +72,8 @@ class Store:
         self._db = lancedb.connect(self.uri, storage_options=dict(storage_options or {}),
                                    read_consistency_interval=dt.timedelta(0))
         self._tables: dict[str, lancedb.table.Table] = {}
+        # Embedding stage key -> the table of its vector size (a key names one model, so one size).
+        self._embedding_tables: dict[str, str] = {}
 
     # -- tables ---------------------------------------------------------------------------------
 
@@ -391,16 +393,27 @@ class Store:
         last = len(index) - 1
         return self._frames_at(video_id, key, (index[round(i * last / (n - 1)) if n > 1 else 0] for i in range(n)))
 
-    def frame_embeddings(self, video_id: str, key: str, dim: int, frame_indices: list[int]) -> dict[int, tuple]:
-        """Each asked frame's (vector, description) from the embedding stage `key`."""
+    def frame_embeddings(self, video_id: str, key: str, frame_indices: list[int]) -> dict[int, tuple]:
+        """Each asked frame's (vector, description) from the embedding stage `key`, read from the table
+        of the size its vectors have (so reading needs no model to know that size)."""
         self._require_done(video_id, key)
-        if not frame_indices:
+        table = self._embedding_table(video_id, key)
+        if not frame_indices or table is None:
             return {}
         wanted = ", ".join(str(int(i)) for i in frame_indices)
-        rows = self.scan(FRAME_EMBEDDINGS.sized(dim).table, self._of(video_id, key) + f" AND frame_index IN ({wanted})",
+        rows = self.scan(table, self._of(video_id, key) + f" AND frame_index IN ({wanted})",
                          ["frame_index", "vector", "description"])
         return {r["frame_index"]: (np.asarray(r["vector"], dtype=np.float32), r["description"] or "")
                 for r in rows.to_pylist()}
+
+    def _embedding_table(self, video_id: str, key: str) -> str | None:
+        if key not in self._embedding_tables:
+            sized = [n for n in self.table_names() if n.startswith(f"{FRAME_EMBEDDINGS.table}_")]
+            holding = next((n for n in sized if self.table(n).count_rows(self._of(video_id, key))), None)
+            if holding is None:
+                return None
+            self._embedding_tables[key] = holding
+        return self._embedding_tables[key]
 
     def done_stages(self, video_id: str) -> list[dict]:
         """Every complete (stage, key) of a video, with what each key stands for."""

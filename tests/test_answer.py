@@ -220,28 +220,32 @@ def test_critic_examples_command_writes_the_run_traces_or_says_why_not(answered,
 
 def test_answering_loads_no_precompute_model(answered, precomputed, sample_dir):
     cfg, _, _ = precomputed
+    # CAViAR's run of `answered` again, on its question: its tools read every kind of artifact; the
+    # replies come from the store's reply cache, so only what answering itself loads is loaded.
+    overrides = [f"store.uri={cfg.store.uri}", "dataset=folder", f"dataset.manifest={sample_dir}", "method=caviar",
+                 *METHODS["caviar"], *one_question(sample_dir, TASK_OF["caviar"])]
     code = f"""
 import json, sys
 from vidprep.jobs.config import load_config
 from omegaconf import OmegaConf
-from vidprep.pipeline.answer import AnswerWorker, run_key
+from vidprep.pipeline.answer import AnswerWorker
 from vidprep.pipeline.plan import build_plan
 from vidprep.store.settings import StoreSettings
-from vidprep.evaluation.benchmarks import jsonl
 from vidprep.store.keys import content_id
-cfg = load_config(["store.uri={cfg.store.uri}", "dataset=folder", "dataset.manifest={sample_dir}", "method=caviar",
-                   "method.max_steps=1", "stages.frames.fps=1", "llm.client.cache=false"])
+from hydra.utils import instantiate
+cfg = load_config({json.dumps(overrides)})
 keys = build_plan(cfg.stages).keys
 worker = AnswerWorker(OmegaConf.to_yaml(cfg, resolve=True), StoreSettings.from_config(cfg.store), keys, "probe",
                       OmegaConf.to_container(cfg.model, resolve=True))
-question = jsonl.load("{sample_dir}/questions.jsonl")[0]
-worker.answer({{"question_json": json.dumps(question.to_dict()), "video_id": content_id(question.video)}})
+question = instantiate(cfg.dataset.questions, _convert_="all")[0]
+row = worker.answer({{"question_json": json.dumps(question.to_dict()), "video_id": content_id(question.video)}})
 watched = ["faster_whisper", "ctranslate2", "rapidocr_onnxruntime", "onnxruntime", "cv2", "av"]
-print(json.dumps(sorted(m for m in watched if m in sys.modules)))
+print(json.dumps([row["llm_calls"], row["cache_hits"], sorted(m for m in watched if m in sys.modules)]))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    calls, cached, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert calls == cached > 0 and loaded == []
 
 
 def test_a_missing_artifact_names_the_precompute_command(precomputed, sample_dir):

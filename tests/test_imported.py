@@ -22,6 +22,8 @@ from vidprep.agents.vision import StoredDescriptions
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.imported import ImportedCaptions
 from tests.conftest import SHARED_VIDEOS
+from tests.scripted_llm import ScriptedLLM
+from vidprep.jobs.bench.endpoint import fitting_reply
 from tests.official_scoring import official_nextqa_accuracy
 
 NEXTQA_DEV = SHARED_VIDEOS.parent / "nextqa-dev"
@@ -108,17 +110,33 @@ def test_search_and_visual_questions_run_over_the_stored_captions(imported, embe
     assert tools.transcript().text == "(no speech: no audio track)"
 
 
-# Every method end to end with the real local LLM on NExT-QA rows; one question each (llovi, one call a
-# question, the first of each type) keeps the tiny model's runs short.
+@pytest.fixture(scope="module")
+def fitting_endpoint():
+    server = ScriptedLLM(reply=fitting_reply)
+    yield server
+    server.close()
+
+
+# Every method end to end on NExT-QA rows, one question each (llovi, one call a question, the first of each
+# type). VideoAgent2 and LLoVi ask the real local LLM; TraveLER, CAViAR and the direct baseline, whose many
+# long prompts would take minutes of the tiny model, ask an endpoint whose replies fit each request's schema:
+# what they get from a captions-only store is what is tested here, and test_answer.py has each of them
+# answer with the real local LLM. The summary stage is left out for them: it is keyed by the LLM's settings.
+FITTING = ["~stages.summary", "llm=openai", "llm.client.model=scripted", "llm.client.cache=false"]
+
+
 @pytest.mark.parametrize("method, selection, overrides", [
     ("videoagent2", "answer.limit=1", ["method.max_steps=1"]),
     ("llovi", "answer.per_type=1", []),
-    ("traveler", "answer.limit=1", ["method.max_iterations=1", "method.questions=1", "method.window=1"]),
-    ("caviar", "answer.limit=1", ["method.max_steps=1"]),
-    ("direct", "answer.limit=1", []),
+    ("traveler", "answer.limit=1", ["method.max_iterations=1", "method.questions=1", "method.window=1", *FITTING]),
+    ("caviar", "answer.limit=1", ["method.max_steps=1", *FITTING]),
+    ("direct", "answer.limit=1", FITTING),
 ])
-def test_agents_answer_nextqa_from_captions_and_score_per_type(imported, method, selection, overrides):
+def test_agents_answer_nextqa_from_captions_and_score_per_type(imported, fitting_endpoint, method, selection,
+                                                               overrides):
     cfg, store, _, rows = imported
+    if "llm=openai" in overrides:
+        overrides = [*overrides, f"llm.client.base_url={fitting_endpoint.base_url}"]
     run_cfg = nextqa_config(cfg.store.uri, cfg.dataset.root, f"method={method}", selection, *overrides)
     summary = answer(run_cfg)
     # NExT-QA's finest types, as its eval_mc.py scores them (TP as TN).

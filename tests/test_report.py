@@ -19,6 +19,7 @@ from vidprep.evaluation.report import LANE_COLOURS, ReportWriter, outcome
 from vidprep.store.store import Store
 from tests.conftest import config_for
 from tests.scripted_llm import ScriptedLLM
+from vidprep.jobs.bench.endpoint import fitting_reply
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="Debian chromium is not installed (see the README install)")
@@ -40,19 +41,23 @@ def reported(tmp_path_factory, precomputed, sample_dir):
     root = tmp_path_factory.mktemp("report")
     shutil.copytree(cfg.store.uri, root / "db")
     # Three methods on overlapping questions: random answers all 7 (spans included), traveler the first 2
-    # and direct all 7 from an endpoint whose every reply is a span after the video's end: invalid, for a
-    # localisation question because the span starts after the end, for the others because it is no answer.
-    server = ScriptedLLM(default=json.dumps({"start": 34.0, "end": 40.0, "confidence": 3}))
+    # from an endpoint whose replies fit each request (what the report draws of a trace does not depend on
+    # the model), and direct all 7 from an endpoint whose every reply is a span after the video's end:
+    # invalid, for a localisation question because the span starts after the end, for the others because
+    # it is no answer. The summary stage is left out for both: it is keyed by the local LLM's settings.
+    fitting, late = ScriptedLLM(reply=fitting_reply), ScriptedLLM(default=json.dumps({"start": 34.0, "end": 40.0,
+                                                                                      "confidence": 3}))
+    endpoint = ["~stages.summary", "llm=openai", "llm.client.model=scripted", "llm.client.cache=false",
+                "llm.client.max_retries=0"]
     try:
         keys = [answer(config_for(root / "db", sample_dir, *overrides)).run_key for overrides in (
             ["method=random"],
-            # window=2: settings no other test answers with, so this run is its own and answers just 2.
-            ["method=traveler", "method.max_iterations=1", "method.questions=1", "method.window=2", "answer.limit=2"],
-            # The summary stage is left out: direct reads none, and it is keyed by the local LLM's settings.
-            ["method=direct", "~stages.summary", "llm=openai", f"llm.client.base_url={server.base_url}",
-             "llm.client.model=scripted", "llm.client.cache=false", "llm.client.max_retries=0"])]
+            ["method=traveler", "method.max_iterations=1", "method.questions=1", "method.window=2", "answer.limit=2",
+             *endpoint, f"llm.client.base_url={fitting.base_url}"],
+            ["method=direct", *endpoint, f"llm.client.base_url={late.base_url}"])]
     finally:
-        server.close()
+        fitting.close()
+        late.close()
     store = Store(str(root / "db"))
     # Only these runs: the copied store may hold other tests' runs.
     rows = store.predictions(keys)

@@ -65,7 +65,7 @@ def _scale_operations(store: Store, jpeg: bytes) -> dict[str, object]:
     def read(i):
         store.frames_in_range(f"new-{i}", "frames", 10.0, 20.0)
         store.read(SEGMENT_CAPTIONS, f"new-{i}", "captions")
-        store.frame_embeddings(f"new-{i}", "embed", SCALE_DIM, list(range(0, SCALE_FRAMES, 6)))
+        store.frame_embeddings(f"new-{i}", "embed", list(range(0, SCALE_FRAMES, 6)))
 
     return {
         "one video's write (60 frames, 60 embeddings, 6 captions, 3 completion markers)": write,

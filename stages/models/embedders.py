@@ -59,10 +59,6 @@ class LabelTextEmbedder(Component):
         path = shipped_text_model() if self.text_model == "shipped" else self.text_model
         return SentenceTransformer(path, device=torch_device(self.device))
 
-    @property
-    def dim(self) -> int:
-        return self._text_encoder.get_embedding_dimension()
-
     def _vectors_of_labels(self, indices: list[int]) -> np.ndarray:
         missing = [i for i in indices if i not in self._label_vectors]
         if missing:
@@ -103,10 +99,6 @@ class ClipEmbedder(Component):
 
         return (CLIPModel.from_pretrained(self.name_or_path).to(torch_device(self.device)).eval(),
                 CLIPProcessor.from_pretrained(self.name_or_path))
-
-    @property
-    def dim(self) -> int:
-        return self._model[0].config.projection_dim
 
     def embed_images(self, jpegs: list[bytes]) -> tuple[np.ndarray, list[str | None]]:
         import torch
