@@ -42,11 +42,15 @@ def run(args: argparse.Namespace) -> None:
     store = StoreSettings.from_config(cfg.store).open()
     video_id = resolve_video(store, args.video)
     check_search_mode(cfg.search.mode)
+    if video_id:
+        # Before the text model loads: a video that is not done fails at once.
+        store.require_done(video_id, plan.keys[FRAME_EMBEDDINGS.stage])
     query = stage.embedder.embed_texts([args.text])[0]
     hits = store.search(query, plan.keys[FRAME_EMBEDDINGS.stage], video_id, args.k, text=args.text, mode=cfg.search.mode)
-    names = {found: row["name"] for found, row in store.videos_by_id(sorted({h.video_id for h in hits})).items()}
     if not hits:
-        print(f"no embeddings for key {plan.keys[FRAME_EMBEDDINGS.stage]} in {store.uri}: run `vidprep precompute` first")
+        raise ArtifactMissing(f"no frame embeddings of key {plan.keys[FRAME_EMBEDDINGS.stage]} in {store.uri}: "
+                              "run `vidprep precompute` with the same stage settings first")
+    names = {found: row["name"] for found, row in store.videos_by_id(sorted({h.video_id for h in hits})).items()}
     for hit in hits:
         print(f"{names.get(hit.video_id, hit.video_id):<20} t={hit.timestamp:8.2f}s  score={hit.score:.3f}  "
               f"{hit.description or ''}")

@@ -289,7 +289,7 @@ class Store:
 
     # -- read API for agents --------------------------------------------------------------------
 
-    def _require_done(self, video_id: str, key: str) -> None:
+    def require_done(self, video_id: str, key: str) -> None:
         if not self.is_done(video_id, key):
             raise ArtifactMissing(
                 f"video {video_id} has no complete artifacts for stage key {key} in {self.uri}; "
@@ -311,7 +311,7 @@ class Store:
 
     def read(self, artifact: Artifact, video_id: str, key: str) -> list:
         """A video's complete rows of an artifact, as its row type, in order."""
-        self._require_done(video_id, key)
+        self.require_done(video_id, key)
         return self._rows(artifact, video_id, key)
 
     def _rows(self, artifact: Artifact, video_id: str, key: str) -> list:
@@ -323,7 +323,7 @@ class Store:
         column is read up front, so memory stays flat for long videos), any other as one batch.
         `checked`: the caller has seen the artifact's completion marker."""
         if not checked:
-            self._require_done(video_id, key)
+            self.require_done(video_id, key)
         if not artifact.streamed:
             yield self._rows(artifact, video_id, key)
             return
@@ -336,12 +336,12 @@ class Store:
 
     def detail(self, video_id: str, key: str) -> str:
         """What a stage said of a video's complete artifact ("no audio track"), or ""."""
-        self._require_done(video_id, key)
+        self.require_done(video_id, key)
         done = self.scan("stage_done", f"row_id = {_quote(row_id(video_id, key, 'done'))}", ["detail"])
         return done["detail"][0].as_py() or ""
 
     def _frames(self, video_id: str, key: str, where: str = "", with_jpeg: bool = True) -> list[Frame]:
-        self._require_done(video_id, key)
+        self.require_done(video_id, key)
         columns = ["video_id", "frame_index", "timestamp", "width", "height"]
         rows = self.scan(FRAMES.table, self._of(video_id, key) + where, columns + ["jpeg"] if with_jpeg else columns)
         return FRAMES.rows([dict(r, jpeg=r.get("jpeg", b"")) for r in rows.to_pylist()])
@@ -396,7 +396,7 @@ class Store:
     def frame_embeddings(self, video_id: str, key: str, frame_indices: list[int]) -> dict[int, tuple]:
         """Each asked frame's (vector, description) from the embedding stage `key`, read from the table
         of the size its vectors have (so reading needs no model to know that size)."""
-        self._require_done(video_id, key)
+        self.require_done(video_id, key)
         table = self._embedding_table(video_id, key)
         if not frame_indices or table is None:
             return {}
@@ -429,15 +429,15 @@ class Store:
         fused by reciprocal rank, LanceDB's RRF). A hit's score is its cosine similarity in every mode.
         `within`: only frames of one video between two times (a question about a clip of it)."""
         check_search_mode(mode)
-        name = FRAME_EMBEDDINGS.sized(len(query)).table
-        if name not in self.table_names():
-            return []
         where = f"stage_key = {_quote(key)}"
         if video_id:
-            self._require_done(video_id, key)
+            self.require_done(video_id, key)
             where += f" AND video_id = {_quote(video_id)}"
             if within:
                 where += f" AND timestamp >= {float(within[0])} AND timestamp <= {float(within[1])}"
+        name = FRAME_EMBEDDINGS.sized(len(query)).table
+        if name not in self.table_names():
+            return []
         # A video being written (or cut off by a kill) may have rows but no completion marker yet: fetch
         # more than k and keep the complete videos' rows, rather than filter by a list of every video.
         # Over all videos the stage key is applied after the search: before it, Lance builds a mask of

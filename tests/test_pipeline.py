@@ -2,6 +2,7 @@
 
 import json
 import math
+import shutil
 import subprocess
 
 import pytest
@@ -88,12 +89,13 @@ def test_fitting_keeps_roomy_resources_and_rejects_a_task_bigger_than_ray():
         fit_resources(roomy, {"embed"}, 0.5)
 
 
-def test_changed_parameter_writes_beside_the_old(tmp_path, sample_dir, ray_session, local_llm):
+def test_changed_parameter_writes_beside_the_old(tmp_path, sample_dir, precomputed):
+    # The shared store, copied, holds the default run (`one`).
+    shutil.copytree(precomputed[0].store.uri, tmp_path / "db")
     manifest = tmp_path / "one.csv"
     manifest.write_text(f"path,id\n{sample_dir / 'places.mp4'},places\n")
     one = config_for(tmp_path / "db", manifest)
     two = config_for(tmp_path / "db", manifest, "stages.frames.fps=2")
-    precompute(one)
     precompute(two)
     store = StoreSettings.from_config(one.store).open()
     video_id = content_id(sample_dir / "places.mp4")
@@ -117,7 +119,8 @@ def test_odd_and_bad_files_are_reported_while_good_ones_complete_and_the_store_k
                     str(tmp_path / "single.mp4")], check=True)
     before = tmp_path / "before.csv"
     before.write_text(f"path\n{sample_dir / 'short.mp4'}\n")
-    precompute(config_for(tmp_path / "db", before))
+    # Without the summary stage: the tiny LLM summarising NASA's long transcript adds a minute and no check.
+    precompute(config_for(tmp_path / "db", before, "~stages.summary"))
     store = StoreSettings.from_config(config_for(tmp_path / "db", before).store).open()
     kept = _snapshot(store)
 
@@ -127,7 +130,7 @@ def test_odd_and_bad_files_are_reported_while_good_ones_complete_and_the_store_k
             *({"path": str(SHARED_VIDEOS / n)} for n in ("video_90.mov", "nasa_13013.mp4", "h265_video.mp4"))]
     manifest = tmp_path / "videos.jsonl"
     manifest.write_text("\n".join(json.dumps(r) for r in rows))
-    cfg = config_for(tmp_path / "db", manifest)
+    cfg = config_for(tmp_path / "db", manifest, "~stages.summary")
     summary = precompute(cfg)
     reasons = {f["path"].rsplit("/", 1)[1]: (f["stage"], f["error"]) for f in summary.failures}
     # corrupted.mp4 decodes in part: done, with its frames, and listed as partial with ffmpeg's words.
