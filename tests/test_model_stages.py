@@ -113,17 +113,21 @@ def test_summary_written_through_the_local_llm_server(artifacts):
 
 
 def test_local_llm_replies_do_not_depend_on_the_requests_before(local_llm):
-    """A resumed run repeats the prompt a kill cut off and sends the rest in another order. Each prompt
-    asked three times in a row gets one reply (with llama-cpp-python's reuse of the previous request's
-    KV cache, the bicycle story's second and third replies differed from its first)."""
+    """A resumed run repeats the prompt a kill cut off and sends the rest in another order. A prompt asked
+    three times in a row, after one that shares its start, gets one reply (with llama-cpp-python's reuse
+    of the previous request's KV cache, the bicycle story's second and third replies differed from its
+    first)."""
     from hydra.utils import instantiate
 
     client = instantiate(local_llm.client, cache=False, max_tokens=300)
-    for topic in ("a cat and a dog in a kitchen", "a man repairing a bicycle", "children playing football"):
-        prompt = [{"role": "system", "content": "You write long, detailed stories."},
-                  {"role": "user", "content": f"Write a long story about {topic}."}]
-        replies = [client.complete(prompt) for _ in range(3)]
-        assert replies == replies[:1] * 3, topic
+
+    def story(topic: str) -> str:
+        return client.complete([{"role": "system", "content": "You write long, detailed stories."},
+                                {"role": "user", "content": f"Write a long story about {topic}."}])
+
+    story("a cat and a dog in a kitchen")
+    replies = [story("a man repairing a bicycle") for _ in range(3)]
+    assert replies == replies[:1] * 3
 
 
 def test_second_run_makes_no_model_and_no_llm_call(precomputed):
