@@ -29,7 +29,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # defaults is pinned in test_agents.py.
 METHODS = {
     "videoagent2": ["method.max_steps=1"],
-    "traveler": ["method.max_iterations=1", "method.questions=1", "method.window=1"],
+    "traveler": ["method.max_iterations=1", "method.questions=1", "method.window=3"],
     "caviar": ["method.max_steps=1"],
     "caviar_agent": ["method.max_steps=1"],
     "caviar_single_program": [],
