@@ -9,6 +9,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+from vidprep.jobs.config import load_config
+from vidprep.pipeline.imported import import_captions
+from vidprep.pipeline.precompute import precompute
+
 # The console script `pip install` made, as a user runs it.
 VIDPREP = str(Path(sys.executable).with_name("vidprep"))
 
@@ -130,7 +134,7 @@ def vidprep(*args: str, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run([VIDPREP, *args], capture_output=True, text=True, timeout=600, env=os.environ | env)
 
 
-def test_a_stage_a_tool_a_method_and_a_benchmark_of_ones_own_run_end_to_end(tmp_path, sample_dir):
+def test_a_stage_a_tool_a_method_and_a_benchmark_of_ones_own_run_end_to_end(tmp_path, sample_dir, ray_session):
     code = tmp_path / "mine"
     (code / "conf" / "method").mkdir(parents=True)
     (code / "conf" / "dataset").mkdir(parents=True)
@@ -182,14 +186,16 @@ def test_a_stage_a_tool_a_method_and_a_benchmark_of_ones_own_run_end_to_end(tmp_
     assert plainly.returncode == 0 and "accuracy 1.000" in plainly.stdout, plainly.stdout + plainly.stderr
     assert "benchmark module brightness_bench cannot be imported here" in plainly.stderr, plainly.stderr
 
-    # Commands that never import the user's module open its table by its stored schema (compaction included).
-    plain = [f"store.uri={tmp_path / 'db'}", "dataset=folder", f"dataset.manifest={videos}", "ray.progress_bars=false",
-             f"hydra.run.dir={tmp_path / 'outputs'}"]
-    again = vidprep("precompute", *plain, *stages[:-1], env={})
-    assert again.returncode == 0, again.stderr[-3000:]
+    # Jobs that never import the user's module (this test's process has not) open its table by its stored
+    # schema, compaction included.
+    plain = [f"store.uri={tmp_path / 'db'}", "dataset=folder", f"dataset.manifest={videos}", "ray.progress_bars=false"]
+    assert "brightness_stage" not in sys.modules
+    again = precompute(load_config([*plain, *stages[:-1]]))
+    assert (again.done, again.skipped, again.failed) == (0, 1, 0)
     captions = tmp_path / "captions.jsonl"
     captions.write_text("\n".join(json.dumps({"video": "clip", "t": t, "caption": f"a dog runs, second {t}"})
                                   for t in range(4)))
-    imported = vidprep("import-captions", "--format", "jsonl", str(captions), store, "~stages.summary",
-                       "ray.progress_bars=false", env={})
-    assert imported.returncode == 0 and "videos: 1 (1 done" in imported.stdout, imported.stderr[-3000:]
+    imported = import_captions(load_config([store, "dataset=captions", f"dataset.captions.path={captions}",
+                                            "dataset.captions.format=jsonl", "~stages.summary",
+                                            "ray.progress_bars=false"]))
+    assert (imported.done, imported.failed) == (1, 0)
