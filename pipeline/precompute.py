@@ -147,6 +147,8 @@ def precompute(cfg: DictConfig, clock: float | None = None) -> Summary:
     records, unknown = _known(store, entries, plan.probe_key)
     identify_seconds = 0.0
     if unknown:
+        # New videos have every stage to run: a down endpoint stops the run before Ray starts.
+        check_endpoints([plan.configs[name] for name in plan.stages])
         cpus = init_ray(cfg.ray)
         identify_started = time.monotonic()
         # A Ray task costs about as much as probing a short file: a task probes up to IDENTIFY_PER_TASK
