@@ -1,5 +1,6 @@
 """The `vidprep` command as a user runs it."""
 
+import argparse
 import os
 import subprocess
 import sys
@@ -30,12 +31,15 @@ def test_search_prints_the_cat_scene_first(precomputed):
 
 
 @pytest.mark.parametrize("mode", ["text", "hybrid"])
-def test_search_mode_setting_reaches_the_store(precomputed, mode):
+def test_search_mode_setting_reaches_the_store(precomputed, mode, capsys):
+    from vidprep.jobs import search
+
+    # The command's own `run`, in this process (whose text model is loaded already).
     cfg, _, _ = precomputed
-    done = vidprep("search", "scenes.mp4", "a cup of coffee", "-k", "1", f"store.uri={cfg.store.uri}",
-                   f"search.mode={mode}")
-    assert done.returncode == 0, done.stderr
-    assert 8.0 <= float(done.stdout.split("t=")[1].split("s")[0]) < 12.0 and "espresso" in done.stdout
+    search.run(argparse.Namespace(video="scenes.mp4", text="a cup of coffee", k=1,
+                                  overrides=[f"store.uri={cfg.store.uri}", f"search.mode={mode}"]))
+    printed = capsys.readouterr().out
+    assert 8.0 <= float(printed.split("t=")[1].split("s")[0]) < 12.0 and "espresso" in printed
 
 
 def test_search_names_an_unknown_video(precomputed):
