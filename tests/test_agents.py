@@ -17,12 +17,12 @@ from vidprep.agents.videoagent2 import VideoAgent2
 from vidprep.agents.vision import StoredDescriptions, VisionLanguageModel
 from vidprep.stages.models.llm import LLMClient
 from vidprep.store.keys import content_id
-from tests.scripted_llm import ScriptedLLM
+from vidprep.jobs.bench.endpoint import ScriptedEndpoint
 
 
 @pytest.fixture
 def server():
-    scripted = ScriptedLLM()
+    scripted = ScriptedEndpoint()
     yield scripted
     scripted.close()
 

@@ -22,6 +22,7 @@ from vidprep.store.store import ArtifactMissing
 from tests.conftest import SHARED_VIDEOS, config_for
 from tests.official_scoring import (official_causal_vidqa_accuracy, official_lvbench_accuracy,
                                     official_nextqa_accuracy, official_star_accuracy)
+from vidprep.jobs.bench.endpoint import ScriptedEndpoint
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -675,7 +676,6 @@ def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewe
 
     from omegaconf import OmegaConf
 
-    from tests.scripted_llm import ScriptedLLM
     from vidprep.pipeline.answer import AnswerWorker
     from vidprep.pipeline.plan import build_plan
     from vidprep.store.keys import content_id
@@ -684,7 +684,7 @@ def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewe
     cfg, _, _ = precomputed
     # A copy: this run's prediction stays out of the store the other tests report on.
     shutil.copytree(cfg.store.uri, tmp_path / "db")
-    server = ScriptedLLM()
+    server = ScriptedEndpoint()
     try:
         # The method and the vision model are two clients of one scripted endpoint; S is left out, so the
         # summary made with the local LLM is not needed.
@@ -720,7 +720,6 @@ def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precompu
 
     from omegaconf import OmegaConf
 
-    from tests.scripted_llm import ScriptedLLM
     from vidprep.pipeline.answer import AnswerWorker
     from vidprep.pipeline.plan import build_plan
     from vidprep.evaluation.scoring import format_report
@@ -729,7 +728,7 @@ def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precompu
 
     cfg, _, _ = precomputed
     shutil.copytree(cfg.store.uri, tmp_path / "db")
-    server = ScriptedLLM()
+    server = ScriptedEndpoint()
     try:
         conf = config_for(tmp_path / "db", sample_dir, "method=videoagent2", "method.max_steps=1",
                           "method.summary=false", "llm=openai", f"llm.client.base_url={server.base_url}",

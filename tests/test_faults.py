@@ -16,9 +16,8 @@ from vidprep.store.settings import StoreSettings
 from vidprep.store.artifacts import SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS
 from vidprep.store.keys import content_id
 from vidprep.store.store import ArtifactMissing, Store
-from vidprep.jobs.bench.endpoint import fitting_reply
+from vidprep.jobs.bench.endpoint import ScriptedEndpoint, fitting_reply
 from tests.conftest import config_for
-from tests.scripted_llm import ScriptedLLM
 from tests.test_resume import _snapshot
 
 SECRET = "sk-vidprep-test-DO-NOT-LEAK-4242"
@@ -104,7 +103,7 @@ def test_llm_faults_slow_a_run_down_and_past_the_budget_fail_only_that_question(
         precomputed, sample_dir, mcq_questions, monkeypatch):
     monkeypatch.setenv("VIDPREP_TEST_KEY", SECRET)
     questions, count = mcq_questions
-    scripted = ScriptedLLM(default='{"answer": 1, "confidence": 3}')
+    scripted = ScriptedEndpoint(default='{"answer": 1, "confidence": 3}')
     try:
         # A stretch of every fault, each within the retry budget of its call.
         scripted.script = [("status", 429, {"Retry-After": "0.3"}), ("status", 500), ("hang", 3), ("drop",)]
@@ -138,7 +137,7 @@ def test_llm_faults_slow_a_run_down_and_past_the_budget_fail_only_that_question(
 
 def test_api_keys_never_reach_logs_traces_reports_or_the_store(tmp_path, precomputed, sample_dir, mcq_questions):
     questions, _ = mcq_questions
-    scripted = ScriptedLLM(default='{"answer": 0, "confidence": 4}')
+    scripted = ScriptedEndpoint(default='{"answer": 0, "confidence": 4}')
     scripted.script = [("status", 401), ("status", 429, {"Retry-After": "0"})]
     cfg, _, _ = precomputed
     store_copy = tmp_path / "store"
@@ -171,11 +170,11 @@ def test_questions_are_answered_at_the_endpoints_concurrency_as_one_at_a_time_an
         precomputed, sample_dir, monkeypatch):
     monkeypatch.setenv("VIDPREP_TEST_KEY", SECRET)
     questions = sample_dir / "questions.jsonl"
-    endpoint = ScriptedLLM(latency_s=0.5, reply=fitting_reply)
+    endpoint = ScriptedEndpoint(latency_s=0.5, reply=fitting_reply)
     runs = {}
     try:
         for concurrency in (1, 8):
-            endpoint.peak = 0
+            endpoint.reset()
             cfg = _scripted_answer_config(precomputed, sample_dir, questions, endpoint, f"scripted-c{concurrency}",
                                           f"llm.client.concurrency={concurrency}")
             summary = answer(cfg)

@@ -22,8 +22,7 @@ from vidprep.agents.vision import StoredDescriptions
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.imported import ImportedCaptions
 from tests.conftest import SHARED_VIDEOS
-from tests.scripted_llm import ScriptedLLM
-from vidprep.jobs.bench.endpoint import fitting_reply
+from vidprep.jobs.bench.endpoint import ScriptedEndpoint, fitting_reply
 from tests.official_scoring import official_nextqa_accuracy
 
 NEXTQA_DEV = SHARED_VIDEOS.parent / "nextqa-dev"
@@ -112,7 +111,7 @@ def test_search_and_visual_questions_run_over_the_stored_captions(imported, embe
 
 @pytest.fixture(scope="module")
 def fitting_endpoint():
-    server = ScriptedLLM(reply=fitting_reply)
+    server = ScriptedEndpoint(reply=fitting_reply)
     yield server
     server.close()
 

@@ -15,7 +15,7 @@ from vidprep.store.artifacts import SUMMARIES
 from vidprep.store.keys import content_id
 from vidprep.store.store import Store
 from tests.conftest import config_for
-from tests.scripted_llm import ScriptedLLM
+from vidprep.jobs.bench.endpoint import ScriptedEndpoint
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
           "additionalProperties": False}
@@ -24,7 +24,7 @@ ASK = [{"role": "user", "content": "What is 6 x 7?"}]
 
 @pytest.fixture
 def server():
-    scripted = ScriptedLLM(default='{"answer": 42}')
+    scripted = ScriptedEndpoint(default='{"answer": 42}')
     yield scripted
     scripted.close()
 
@@ -117,7 +117,7 @@ def test_api_key_is_read_from_the_named_variable(server, monkeypatch):
 
 
 def test_llm_server_dying_mid_run_leaves_no_partial_rows_and_a_rerun_completes(tmp_path, sample_dir, ray_session):
-    scripted = ScriptedLLM()
+    scripted = ScriptedEndpoint()
     port = scripted.port
     manifest = tmp_path / "two.csv"
     manifest.write_text(f"path\n{sample_dir / 'places.mp4'}\n{sample_dir / 'short.mp4'}\n")
@@ -130,7 +130,7 @@ def test_llm_server_dying_mid_run_leaves_no_partial_rows_and_a_rerun_completes(t
     assert "failed after 2 attempts" in first.failures[0]["error"]
     store = StoreSettings.from_config(cfg.store).open()
     assert store.scan("summaries").num_rows == 1
-    revived = ScriptedLLM(port=port)
+    revived = ScriptedEndpoint(port=port)
     try:
         second = precompute(cfg)
     finally:
@@ -198,7 +198,7 @@ def test_summary_reasons_first_over_captions_in_chunks_then_combines(server):
         first = text.split("caption of segment ")[1].split()[0] if "caption of segment" in text else "combined"
         return json.dumps({"reasoning": "scripted", "summary": f"from segment {first}"})
 
-    endpoint = ScriptedLLM(latency_s=0.3, reply=summary_naming_the_first_segment)
+    endpoint = ScriptedEndpoint(latency_s=0.3, reply=summary_naming_the_first_segment)
     try:
         stage = SummarizeVideo(llm=client(endpoint, concurrency=4), max_input_chars=1000)
         rows = [r for batch in stage.run({"duration": 120.0}, iter([captions])) for r in batch]
@@ -289,7 +289,7 @@ def test_caption_stages_keep_the_endpoints_requests_in_flight_and_store_what_one
         return json.dumps({"caption": hashlib.sha256("".join(images).encode()).hexdigest()[:16], "confidence": 3})
 
     # Every caption names the frames it was asked about, so a row stored against the wrong segment shows.
-    endpoint = ScriptedLLM(latency_s=0.3, reply=caption_naming_the_frames)
+    endpoint = ScriptedEndpoint(latency_s=0.3, reply=caption_naming_the_frames)
     stores, peaks, calls = [], [], []
     try:
         for concurrency in (1, 8):

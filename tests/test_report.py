@@ -18,8 +18,7 @@ from vidprep.pipeline.answer import answer
 from vidprep.evaluation.report import LANE_COLOURS, ReportWriter, outcome
 from vidprep.store.store import Store
 from tests.conftest import config_for
-from tests.scripted_llm import ScriptedLLM
-from vidprep.jobs.bench.endpoint import fitting_reply
+from vidprep.jobs.bench.endpoint import ScriptedEndpoint, fitting_reply
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(not CHROMIUM, reason="Debian chromium is not installed (see the README install)")
@@ -45,7 +44,7 @@ def reported(tmp_path_factory, precomputed, sample_dir):
     # the model), and direct all 7 from an endpoint whose every reply is a span after the video's end:
     # invalid, for a localisation question because the span starts after the end, for the others because
     # it is no answer. The summary stage is left out for both: it is keyed by the local LLM's settings.
-    fitting, late = ScriptedLLM(reply=fitting_reply), ScriptedLLM(default=json.dumps({"start": 34.0, "end": 40.0,
+    fitting, late = ScriptedEndpoint(reply=fitting_reply), ScriptedEndpoint(default=json.dumps({"start": 34.0, "end": 40.0,
                                                                                       "confidence": 3}))
     endpoint = ["~stages.summary", "llm=openai", "llm.client.model=scripted", "llm.client.cache=false",
                 "llm.client.max_retries=0"]

@@ -9,8 +9,10 @@ frames, embeddings and transcript are computed by the first run and found by the
 concurrency names its own model, so its captions, summary and answers are asked anew."""
 
 import json
+import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from vidprep.jobs.bench.figures import BenchRun, Figure
@@ -52,13 +54,26 @@ def fitting_reply(body: dict) -> str:
     return json.dumps(instance(schema)) if schema else f"reply {seed}"
 
 
-class LatencyEndpoint:
-    """Answers every chat completion after `latency_s` with a fitting reply; counts what it served."""
+class ScriptedEndpoint:
+    """An OpenAI-compatible endpoint on loopback, answering every chat completion after `latency_s`, with no
+    limit on requests in flight: with the next scripted action, else `reply(body)` where given, else
+    `default`. The bench's endpoint (fitting replies) and the tests' scripted one.
 
-    def __init__(self, latency_s: float):
-        self.latency_s = latency_s
+    Actions: ("reply", text), ("status", code, {headers}), ("hang", seconds), ("drop",), and
+    ("reply_then_die", text): answer, then shut the server down (connections are refused after).
+    Counted: the requests and their Authorization headers, the most in flight at once (`peak`), and the
+    requests answered over the time at least one was in flight (`rate`).
+    """
+
+    def __init__(self, default: str = '{"reasoning": "scripted", "summary": "a scripted summary"}',
+                 latency_s: float = 0.0, reply: Callable[[dict], str] | None = None, port: int = 0):
+        self.script: list[tuple] = []
+        self.default, self.latency_s, self.reply = default, latency_s, reply
+        self.requests: list[dict] = []
+        self.authorizations: list[str] = []
+        self.in_flight = 0
         self.reset()
-        lock = threading.Lock()
+        counting = threading.Lock()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -66,35 +81,58 @@ class LatencyEndpoint:
                 pass
 
             def do_GET(self):  # the endpoint check's model listing
-                self._send({"object": "list", "data": [{"id": "bench", "object": "model"}]})
+                self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with lock:
+                with counting:
+                    owner.requests.append(body)
+                    owner.authorizations.append(self.headers.get("Authorization", ""))
                     if owner.in_flight == 0:
                         owner.busy_since = time.monotonic()
                     owner.in_flight += 1
-                time.sleep(owner.latency_s)
-                self._send({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                            "choices": [{"index": 0, "finish_reason": "stop",
-                                         "message": {"role": "assistant", "content": fitting_reply(body)}}],
-                            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}})
-                with lock:
-                    owner.served, owner.in_flight = owner.served + 1, owner.in_flight - 1
-                    if owner.in_flight == 0:
-                        owner.busy += time.monotonic() - owner.busy_since
+                    owner.peak = max(owner.peak, owner.in_flight)
+                    action = owner.script.pop(0) if owner.script else None
+                try:
+                    time.sleep(owner.latency_s)
+                    self._act(body, action or ("reply", owner.reply(body) if owner.reply else owner.default))
+                finally:
+                    with counting:
+                        owner.served, owner.in_flight = owner.served + 1, owner.in_flight - 1
+                        if owner.in_flight == 0:
+                            owner.busy += time.monotonic() - owner.busy_since
 
-            def _send(self, payload: dict):
+            def _act(self, body: dict, action: tuple):
+                if action[0] == "drop":
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if action[0] == "hang":
+                    time.sleep(action[1])
+                    action = ("reply", owner.default)
+                if action[0] == "status":
+                    self._send(action[1], {"error": {"message": f"scripted {action[1]}"}},
+                               action[2] if len(action) > 2 else {})
+                    return
+                self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                 "choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant", "content": action[1]}}],
+                                 "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
+                if action[0] == "reply_then_die":
+                    threading.Thread(target=owner.close, daemon=True).start()
+
+            def _send(self, status: int, payload: dict, headers: dict | None = None):
                 data = json.dumps(payload).encode()
-                self.send_response(200)
+                self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
 
-        ThreadingHTTPServer.daemon_threads = True
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.server = _Server(("127.0.0.1", port), Handler)
+        self.port = self.server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def rate(self) -> float:
@@ -102,11 +140,17 @@ class LatencyEndpoint:
         return self.served / self.busy if self.busy else 0.0
 
     def reset(self) -> None:
-        self.served, self.in_flight, self.busy, self.busy_since = 0, 0, 0.0, 0.0
+        self.served, self.peak, self.busy, self.busy_since = 0, 0, 0.0, 0.0
 
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class _Server(ThreadingHTTPServer):
+    # A restarted endpoint takes its port back at once; a request still sleeping never holds up the exit.
+    allow_reuse_address = True
+    daemon_threads = True
 
 
 def figures(run: BenchRun) -> list[Figure]:
@@ -122,7 +166,7 @@ def figures(run: BenchRun) -> list[Figure]:
     questions.write_text("".join(json.dumps(mcq[i % len(mcq)] | {"qid": f"q{i}", "video": video.name,
                                                                   "question": f"{mcq[i % len(mcq)]['question']} ({i})"}) + "\n"
                                  for i in range(QUESTIONS)))
-    endpoint = LatencyEndpoint(LATENCY_S)
+    endpoint = ScriptedEndpoint(latency_s=LATENCY_S, reply=fitting_reply)
     figures = []
     try:
         for concurrency in CONCURRENCY:
