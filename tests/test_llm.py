@@ -293,7 +293,7 @@ def test_caption_stages_keep_the_endpoints_requests_in_flight_and_store_what_one
     stores, peaks, calls = [], [], []
     try:
         for concurrency in (1, 8):
-            endpoint.peak = 0
+            endpoint.reset()
             # 2-second segments: the sample's 16-second video has 8 of them to caption.
             cfg = config_for(tmp_path / f"db-{concurrency}", sample_dir, "describer=vlm", "llm=openai",
                              f"llm.client.base_url={endpoint.base_url}", "llm.client.model=scripted",
