@@ -1,5 +1,7 @@
-"""Checking config values: the one error every layer raises for a bad setting, naming the setting and
-what it may be, and the check of ranges. The bottom of the house: anything may import it."""
+"""The errors that ask the user to act, each a one-line message (a setting, an input file, an artifact not
+in the store, an endpoint that does not answer), and the checks of settings. The bottom of the house:
+anything may import it, and importing it imports nothing heavy (the command line's help and errors stay
+fast)."""
 
 import importlib.util
 
@@ -11,6 +13,14 @@ class ConfigError(ValueError):
 class ManifestError(ValueError):
     """An input file (a manifest, a benchmark's annotations) is unusable; the message names the file, the
     row and the problem."""
+
+
+class ArtifactMissing(LookupError):
+    """The asked-for artifact is not completely in the store (never computed, or still being written)."""
+
+
+class EndpointUnreachable(RuntimeError):
+    """An LLM endpoint did not answer a first request: checked once before a run's work starts."""
 
 
 def require(extra: str, *modules: str, needed_by: str) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from vidprep.evaluation.benchmarks import run_benchmark
 from vidprep.evaluation.scoring import METRIC, score
-from vidprep.store.store import ArtifactMissing, Store
+from vidprep.store.store import Store
+from vidprep.conf.checks import ArtifactMissing
 
 
 def sample_lines(rows: list[dict]) -> list[dict]:

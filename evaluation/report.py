@@ -27,7 +27,8 @@ from vidprep.evaluation.benchmarks import run_benchmark
 from vidprep.evaluation.scoring import METRIC, format_score, format_usd, is_failure, report, score
 from vidprep.evaluation.tracking import beyond_defaults
 from vidprep.store.artifacts import ARTIFACTS
-from vidprep.store.store import ArtifactMissing, Store
+from vidprep.store.store import Store
+from vidprep.conf.checks import ArtifactMissing
 
 TEMPLATES = Path(__file__).resolve().parent / "report_templates"
 # A span or an open answer counts as right from this score (IoU / token F1) on, as P@0.5 counts it.

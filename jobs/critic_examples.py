@@ -7,10 +7,10 @@ critique and the winning strategies (those the benchmark's scoring counts right)
 import argparse
 from pathlib import Path
 
+from vidprep.conf.checks import ArtifactMissing
 from vidprep.jobs.config import add_overrides, load_config
-from vidprep.evaluation.critic_examples import critic_examples
-from vidprep.store.settings import StoreSettings
-from vidprep.store.store import ArtifactMissing
+
+# The work's modules are imported in `run`: `vidprep COMMAND --help` and completion stay fast.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from vidprep.evaluation.critic_examples import critic_examples
+    from vidprep.store.settings import StoreSettings
+
     cfg = load_config(args.overrides)
     store = StoreSettings.from_config(cfg.store).open()
     rows = store.predictions([args.run], ["qid", "method", "task", "question_json", "trace_json"])

@@ -14,10 +14,7 @@ from hydra.errors import (
 )
 from omegaconf.errors import MissingMandatoryValue, ValidationError
 
-from vidprep.conf.checks import ManifestError
-from vidprep.conf.checks import ConfigError
-from vidprep.stages.models.llm import EndpointUnreachable
-from vidprep.store.store import ArtifactMissing
+from vidprep.conf.checks import ArtifactMissing, ConfigError, EndpointUnreachable, ManifestError
 
 # A bad config, manifest, missing artifact or unreachable endpoint: nothing was done.
 EXIT_USER_ERROR = 2

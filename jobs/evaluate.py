@@ -4,16 +4,16 @@ apart, and costs; several runs are then compared on the questions they all answe
 
 import argparse
 
+from vidprep.conf.checks import ArtifactMissing
 from vidprep.jobs.config import add_overrides, config_groups, load_config
-from vidprep.evaluation.benchmarks import run_benchmark
-from vidprep.evaluation.tracking import beyond_defaults, flatten, run_settings
-from vidprep.store.settings import StoreSettings
-from vidprep.evaluation.scoring import format_comparison, format_report, report
-from vidprep.store.store import ArtifactMissing
+
+# The work's modules are imported in `run`: `vidprep COMMAND --help` and completion stay fast.
 
 
 def method_defaults() -> dict[str, dict]:
     """Each `method=` option's default settings, flattened."""
+    from vidprep.evaluation.tracking import flatten, run_settings
+
     return {option: flatten(run_settings(load_config([f"method={option}"]))) for option in config_groups()["method"]}
 
 
@@ -23,6 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from vidprep.evaluation.benchmarks import run_benchmark
+    from vidprep.evaluation.scoring import format_comparison, format_report, report
+    from vidprep.evaluation.tracking import beyond_defaults
+    from vidprep.store.settings import StoreSettings
+
     cfg = load_config(args.overrides)
     store = StoreSettings.from_config(cfg.store).open()
     rows = store.predictions(args.run, [

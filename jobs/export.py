@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 
 from vidprep.jobs.config import add_overrides, load_config
-from vidprep.evaluation.exports import export_run
-from vidprep.store.settings import StoreSettings
+
+# The work's modules are imported in `run`: `vidprep COMMAND --help` and completion stay fast.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from vidprep.evaluation.exports import export_run
+    from vidprep.store.settings import StoreSettings
+
     cfg = load_config(args.overrides)
     store = StoreSettings.from_config(cfg.store).open()
     for path in export_run(store, args.run, args.out or Path("exports") / args.run):

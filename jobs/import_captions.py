@@ -11,18 +11,20 @@ from pathlib import Path
 from vidprep.jobs.config import add_overrides, load_config, quoted_for_hydra
 from vidprep.jobs.errors import finish, job_started
 from vidprep.jobs.serve_llm import ensure_local_llm
-from vidprep.pipeline.imported import import_captions
-from vidprep.stages.imported import FORMATS
+
+# The work's modules are imported in `run`: `vidprep COMMAND --help` and completion stay fast.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", nargs="?", help="caption folder or file (default: the dataset's, e.g. dataset=nextqa_dev)")
-    parser.add_argument("--format", choices=FORMATS, help="videoagent ({video}_cap.json), llovi ({uid: [...]}), "
-                                                          "jsonl ({video, t, caption} lines)")
+    parser.add_argument("--format", help="videoagent ({video}_cap.json), llovi ({uid: [...]}), "
+                                         "jsonl ({video, t, caption} lines)")
     add_overrides(parser)
 
 
 def run(args: argparse.Namespace) -> None:
+    from vidprep.pipeline.imported import import_captions
+
     overrides = list(args.overrides)
     if args.path and "=" in args.path:  # no path given: the first override took its place
         overrides.insert(0, args.path)

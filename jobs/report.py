@@ -8,8 +8,8 @@ from pathlib import Path
 
 from vidprep.jobs.config import add_overrides, load_config
 from vidprep.jobs.evaluate import method_defaults
-from vidprep.store.settings import StoreSettings
-from vidprep.evaluation.report import ReportWriter
+
+# The work's modules are imported in `run`: `vidprep COMMAND --help` and completion stay fast.
 
 
 def serve(folder: Path, port: int) -> None:
@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from vidprep.evaluation.report import ReportWriter
+    from vidprep.store.settings import StoreSettings
+
     cfg = load_config(args.overrides)
     out = Path(args.out or Path(cfg.data_dir) / "report")
     index = ReportWriter(StoreSettings.from_config(cfg.store).open(), out, cfg.prices, method_defaults()).write(

@@ -2,17 +2,21 @@
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
+from vidprep.conf.checks import ArtifactMissing
 from vidprep.jobs.config import add_overrides, load_config
-from vidprep.pipeline.plan import build_plan
-from vidprep.store.settings import StoreSettings
-from vidprep.store.artifacts import FRAME_EMBEDDINGS
-from vidprep.store.keys import content_id
-from vidprep.store.store import ArtifactMissing, Store, check_search_mode
+
+if TYPE_CHECKING:
+    from vidprep.store.store import Store
+
+# The work's modules are imported in `run`: `vidprep COMMAND --help` and completion stay fast.
 
 
-def resolve_video(store: Store, video: str) -> str | None:
+def resolve_video(store: "Store", video: str) -> str | None:
     """A video id from an id, a manifest id or name, a file name or a file path; None for "all"."""
+    from vidprep.store.keys import content_id
+
     if video == "all":
         return None
     if os.path.isfile(video):
@@ -36,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from vidprep.pipeline.plan import build_plan
+    from vidprep.store.artifacts import FRAME_EMBEDDINGS
+    from vidprep.store.settings import StoreSettings
+    from vidprep.store.store import check_search_mode
+
     cfg = load_config(args.overrides)
     plan = build_plan(cfg.stages)
     stage = plan.stages[FRAME_EMBEDDINGS.stage]

@@ -4,11 +4,11 @@ has in the store and why stages failed that have not completed since."""
 import argparse
 import json
 
+from vidprep.conf.checks import ArtifactMissing
 from vidprep.jobs.config import add_overrides, load_config
 from vidprep.jobs.search import resolve_video
-from vidprep.pipeline.plan import build_plan
-from vidprep.store.settings import StoreSettings
-from vidprep.store.store import ArtifactMissing
+
+# The work's modules are imported in `run`: `vidprep COMMAND --help` and completion stay fast.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from vidprep.pipeline.plan import build_plan
+    from vidprep.store.settings import StoreSettings
+
     cfg = load_config(args.overrides)
     plan = build_plan(cfg.stages)
     keys = plan.keys

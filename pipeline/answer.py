@@ -35,7 +35,8 @@ from vidprep.stages.prompts import is_prompt, prompt_hash
 from vidprep.conf.checks import check_range
 from vidprep.store.artifacts import FRAME_EMBEDDINGS
 from vidprep.store.keys import stage_key
-from vidprep.store.store import ArtifactMissing, check_search_mode, utcnow
+from vidprep.store.store import check_search_mode, utcnow
+from vidprep.conf.checks import ArtifactMissing
 
 
 def _prompt_hashes(config) -> dict[str, str]:

@@ -15,7 +15,8 @@ from vidprep.stages.context import WorkerContext
 from vidprep.stages.media import VideoError
 from vidprep.store.artifacts import Artifact
 from vidprep.store.keys import row_id
-from vidprep.store.store import ArtifactMissing, Store
+from vidprep.store.store import Store
+from vidprep.conf.checks import ArtifactMissing
 
 # Rows held before they are written even though their videos are not finished (long videos, big JPEGs).
 FLUSH_ROWS = 256

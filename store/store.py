@@ -13,7 +13,7 @@ from lancedb.index import FTS, Bitmap, BTree, IvfSq
 from lancedb.rerankers import RRFReranker
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from vidprep.conf.checks import ConfigError
+from vidprep.conf.checks import ArtifactMissing, ConfigError
 
 from vidprep.store import schema
 from vidprep.store.artifacts import FRAME_EMBEDDINGS, FRAMES, Artifact, Frame
@@ -31,10 +31,6 @@ def _in(column: str, values: Iterable[str]) -> str:
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
-
-
-class ArtifactMissing(LookupError):
-    """The asked-for artifact is not completely in the store (never computed, or still being written)."""
 
 
 SEARCH_MODES = ("vector", "text", "hybrid")

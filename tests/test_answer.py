@@ -18,7 +18,7 @@ from vidprep.evaluation.benchmarks import (activitynet_rtl, causal_vidqa, egosch
                                          neptune, nextqa, perception_test, star)
 from vidprep.evaluation.scoring import format_comparison, interval, iou, report, token_f1
 from vidprep.store.settings import StoreSettings
-from vidprep.store.store import ArtifactMissing
+from vidprep.conf.checks import ArtifactMissing
 from tests.conftest import SHARED_VIDEOS, config_for
 from tests.official_scoring import (official_causal_vidqa_accuracy, official_lvbench_accuracy,
                                     official_nextqa_accuracy, official_star_accuracy)

@@ -57,6 +57,14 @@ def test_bad_config_value_is_a_clear_error(tmp_path, sample_dir):
     assert not (tmp_path / "db").exists()
 
 
+def test_every_commands_help_and_completion_import_none_of_the_work():
+    # What `vidprep COMMAND --help` and tab completion build: no store, model or endpoint library.
+    code = ("import sys; from vidprep.jobs.cli import COMMANDS, parser; [parser(c) for c in COMMANDS]; "
+            "print(sorted(m for m in ('lancedb', 'pyarrow', 'torch', 'openai', 'transformers') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr[-2000:]
+
+
 def test_unknown_command_prints_usage():
     done = vidprep("precompte")
     assert done.returncode == 2 and "invalid choice: 'precompte'" in done.stderr and "precompute" in done.stderr

@@ -15,7 +15,8 @@ from vidprep.pipeline.plan import build_plan
 from vidprep.store.settings import StoreSettings
 from vidprep.store.artifacts import SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS
 from vidprep.store.keys import content_id
-from vidprep.store.store import ArtifactMissing, Store
+from vidprep.store.store import Store
+from vidprep.conf.checks import ArtifactMissing
 from vidprep.jobs.bench.endpoint import ScriptedEndpoint, fitting_reply
 from tests.conftest import config_for
 from tests.test_resume import _snapshot

@@ -16,7 +16,7 @@ from vidprep.pipeline.answer import answer
 from vidprep.evaluation.exports import export_run
 from vidprep.pipeline.imported import import_captions, named_video_id
 from vidprep.evaluation.scoring import report
-from vidprep.store.store import ArtifactMissing
+from vidprep.conf.checks import ArtifactMissing
 from vidprep.agents.tools import VideoTools
 from vidprep.agents.vision import StoredDescriptions
 from vidprep.conf.checks import ConfigError

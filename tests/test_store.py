@@ -8,7 +8,8 @@ import pytest
 from vidprep.pipeline.plan import build_plan
 from vidprep.store.artifacts import FRAMES, SEGMENTS
 from vidprep.store.keys import content_id
-from vidprep.store.store import ArtifactMissing, Store
+from vidprep.store.store import Store
+from vidprep.conf.checks import ArtifactMissing
 
 
 @pytest.fixture(scope="module")

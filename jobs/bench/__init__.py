@@ -19,12 +19,12 @@ import tempfile
 from pathlib import Path
 
 from vidprep.conf.checks import ConfigError
-from vidprep.jobs.bench.figures import BenchRun, Figure, markdown
 from vidprep.jobs.config import add_overrides, load_config
 from vidprep.jobs.sample import make_sample
 from vidprep.jobs.serve_llm import ensure_local_llm
 from vidprep.pipeline.progress import Progress
 
+# The figures' modules are imported in `run`: `vidprep bench --help` and completion stay fast.
 GROUPS = ("decode", "rerun", "naive", "answer", "modes", "sweep", "memory", "cpus", "clips", "search", "scale",
           "endpoint", "gpu")
 
@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from vidprep.jobs.bench.figures import BenchRun, Figure, markdown
+
     only = set(args.only.split(","))
     if only - set(GROUPS):
         raise ConfigError(f"--only: unknown figure groups {sorted(only - set(GROUPS))}; choose from {GROUPS}")

@@ -20,7 +20,7 @@ import jsonschema
 import openai
 import tenacity
 
-from vidprep.conf.checks import ConfigError, check_range
+from vidprep.conf.checks import ConfigError, EndpointUnreachable, check_range
 from vidprep.stages.context import Component, Usage, WorkerContext, count_in_scopes
 
 _SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
@@ -49,10 +49,6 @@ TRANSIENT = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimit
 
 class LLMError(RuntimeError):
     """The endpoint could not give a usable reply within the retry budget."""
-
-
-class EndpointUnreachable(LLMError):
-    """The endpoint did not answer a first request: checked once before a run's work starts."""
 
 
 def check_endpoints(config) -> None:
