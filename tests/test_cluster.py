@@ -1,6 +1,7 @@
-"""Scale out: a multi-node Ray cluster on this machine (head + two workers with their own custom
-resources) and the videos and the store on an S3-compatible server on 127.0.0.1 (moto), each giving the same
-store contents as the local run."""
+"""Scale out: a run with the videos and the store on an S3-compatible server on 127.0.0.1 (moto), killed
+on this machine's Ray and resumed on a multi-node Ray cluster on this machine (head + two workers with
+their own custom resources), gives the local run's store, each model stage on the node its resources
+name; answering then reads that store on S3."""
 
 import json
 import os
@@ -22,42 +23,23 @@ from ray.cluster_utils import Cluster
 from vidprep.jobs.config import load_config
 from vidprep.pipeline.precompute import precompute
 
-store, manifest = sys.argv[1], sys.argv[2]
 cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
 vision = cluster.add_node(num_cpus=3, resources={"vision_node": 1})
 speech = cluster.add_node(num_cpus=1, resources={"speech_node": 1})
 cluster.wait_for_nodes()
-overrides = [f"store.uri={store}", "dataset=folder", f"dataset.manifest={manifest}", "ray.progress_bars=false",
-             f"ray.address={cluster.address}"]
+overrides = [*sys.argv[1:], f"ray.address={cluster.address}"]
 for stage in ("frame_embeddings", "segment_captions", "frame_captions"):
     overrides.append(f"+resources.{stage}.custom={{vision_node: 0.3}}")
 overrides.append("+resources.transcript.custom={speech_node: 1}")
 summary = precompute(load_config(overrides))
-print(json.dumps({"done": summary.done, "failed": summary.failed,
+print(json.dumps({"done": summary.done, "skipped": summary.skipped, "failed": summary.failed,
                   "nodes": {"vision": vision.node_id, "speech": speech.node_id,
                             "head": cluster.head_node.node_id}}))
 ray.shutdown()
 cluster.shutdown()
 """
-
-
-def test_precompute_on_a_three_node_cluster_places_model_stages_by_their_resources(tmp_path, sample_dir,
-                                                                                    precomputed):
-    _, reference, _ = precomputed
-    done = subprocess.run([sys.executable, "-c", CLUSTER_RUN, str(tmp_path / "db"), str(sample_dir)],
-                          capture_output=True, text=True, timeout=900, check=False,
-                          env=dict(os.environ, RAY_ADDRESS=""))
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert (result["done"], result["failed"]) == (3, 1)
-    store = Store(str(tmp_path / "db"))
-    nodes = {}
-    for row in store.scan("stage_done").to_pylist():
-        nodes.setdefault(row["stage"], set()).add(row["node_id"])
-    for stage in ("frame_embeddings", "segment_captions", "frame_captions"):
-        assert nodes[stage] == {result["nodes"]["vision"]}, stage
-    assert nodes["transcript"] == {result["nodes"]["speech"]}
-    assert _without_file_names(_snapshot(store)) == _without_file_names(_snapshot(reference))
+PLACED = {"frame_embeddings": "vision", "segment_captions": "vision", "frame_captions": "vision",
+          "transcript": "speech"}
 
 
 def _without_file_names(snapshot: dict) -> dict:
@@ -101,8 +83,8 @@ def s3_server(tmp_path):
         server.wait()
 
 
-def test_precompute_and_answer_with_videos_and_store_on_s3_and_resume_after_a_kill(tmp_path, sample_dir, precomputed,
-                                                                                    s3_server, monkeypatch):
+def test_a_run_on_s3_killed_here_and_resumed_on_a_three_node_cluster_holds_the_local_rows(
+        tmp_path, sample_dir, precomputed, s3_server, monkeypatch):
     _, reference, _ = precomputed
     client = s3_server.pop("client")
     for name, value in s3_server.items():
@@ -115,15 +97,27 @@ def test_precompute_and_answer_with_videos_and_store_on_s3_and_resume_after_a_ki
     common = [f"store.uri={uri}", "store=s3", "dataset=folder", "dataset.manifest=s3://vidprep-test/videos",
               f"dataset.questions.path={sample_dir}/questions.jsonl", "+dataset.questions.video_dir=s3://vidprep-test/videos",
               "ray.progress_bars=false"]
-    precompute = [sys.executable, "-m", "vidprep.jobs.cli", "precompute", *common]
-    _run_until_killed(precompute, uri, markers=3, extra_delay=0.2, storage_options=options)
-    resumed = subprocess.run(precompute, capture_output=True, text=True, timeout=900, check=False)
-    # Exit 3: the sample's corrupt.mp4 fails; everything else completes.
-    assert resumed.returncode == 3, resumed.stderr[-3000:]
+    _run_until_killed([sys.executable, "-m", "vidprep.jobs.cli", "precompute", *common], uri, markers=3,
+                      extra_delay=0.2, storage_options=options)
+    # The cluster's nodes inherit the S3 settings from this environment, as a user's would from theirs.
+    resumed = subprocess.run([sys.executable, "-c", CLUSTER_RUN, *common], capture_output=True, text=True,
+                             timeout=900, check=False, env=dict(os.environ, RAY_ADDRESS=""))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])
+    # The sample's corrupt.mp4 fails; the other videos complete, the killed run's stage runs kept.
+    assert (result["done"] + result["skipped"], result["failed"]) == (3, 1)
     store = Store(uri, options)
     assert _without_file_names(_snapshot(store)) == _without_file_names(_snapshot(reference))
     assert {v["source_path"] for v in store.scan("videos").to_pylist()} <= {
         f"s3://vidprep-test/videos/{name}.mp4" for name in ("scenes", "scenes_copy", "places", "short")}
+    # Every model stage run on the cluster ran on the node its resources name (the killed run's ran here).
+    on_cluster: dict[str, set] = {}
+    for row in store.scan("stage_done").to_pylist():
+        if row["node_id"] in result["nodes"].values():
+            on_cluster.setdefault(row["stage"], set()).add(row["node_id"])
+    assert {stage: on_cluster.get(stage) for stage in PLACED} == {
+        stage: {result["nodes"][node]} for stage, node in PLACED.items()}
+
     # Answering finds every video complete on S3 (else it names the precompute command), as a rerun does.
     answered = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "answer", *common, "method=llovi",
                                "answer.limit=2"], capture_output=True, text=True, timeout=900, check=False)
