@@ -1,5 +1,7 @@
 """The CLIP backend loads a real (tiny, randomly initialised) CLIP from a local folder."""
 
+import shutil
+
 import pytest
 
 from vidprep.jobs.bench.gpu import make_random_clip
@@ -17,12 +19,14 @@ def tiny_clip(tmp_path_factory):
     return make_random_clip(tmp_path_factory.mktemp("tiny-clip"), base_size=False, projection=PROJECTION)
 
 
-def test_clip_backend_writes_vectors_of_its_projection_size(tmp_path, sample_dir, tiny_clip, ray_session, local_llm):
+def test_clip_backend_writes_vectors_of_its_projection_size(tmp_path, sample_dir, tiny_clip, precomputed):
+    # A copy of the shared store: only the embedding stage, keyed by its model, has anything to do.
+    shutil.copytree(precomputed[0].store.uri, tmp_path / "db")
     manifest = tmp_path / "one.csv"
     manifest.write_text(f"path\n{sample_dir / 'places.mp4'}\n")
     cfg = config_for(tmp_path / "db", manifest, "model=clip", f"model.name_or_path={tiny_clip}")
     summary = precompute(cfg)
-    assert summary.done == 1 and summary.rows["frame_embeddings"] == 10
+    assert (summary.done, summary.stage_runs, summary.rows["frame_embeddings"]) == (1, 1, 10)
     store = StoreSettings.from_config(cfg.store).open()
     plan = build_plan(cfg.stages)
     table = store.scan(f"frame_embeddings_{PROJECTION}")

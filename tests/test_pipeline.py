@@ -110,18 +110,16 @@ def test_changed_parameter_writes_beside_the_old(tmp_path, sample_dir, precomput
 
 @needs_shared_videos
 def test_odd_and_bad_files_are_reported_while_good_ones_complete_and_the_store_keeps_what_it_had(
-        tmp_path, sample_dir, ray_session, local_llm):
+        tmp_path, sample_dir, precomputed):
     from tests.test_resume import _snapshot
 
     (tmp_path / "empty.mp4").write_bytes(b"")
     (tmp_path / "notes.mp4").write_text("not a video\n" * 100)
     subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "color=c=red:s=64x48:d=0.04", "-frames:v", "1",
                     str(tmp_path / "single.mp4")], check=True)
-    before = tmp_path / "before.csv"
-    before.write_text(f"path\n{sample_dir / 'short.mp4'}\n")
-    # Without the summary stage: the tiny LLM summarising NASA's long transcript adds a minute and no check.
-    precompute(config_for(tmp_path / "db", before, "~stages.summary"))
-    store = StoreSettings.from_config(config_for(tmp_path / "db", before).store).open()
+    # A store that holds short.mp4 and more: a copy of the shared one.
+    shutil.copytree(precomputed[0].store.uri, tmp_path / "db")
+    store = StoreSettings.from_config(config_for(tmp_path / "db", sample_dir).store).open()
     kept = _snapshot(store)
 
     rows = [{"path": str(sample_dir / "short.mp4")}, {"path": str(SHARED_VIDEOS / "corrupted.mp4")},
@@ -130,6 +128,7 @@ def test_odd_and_bad_files_are_reported_while_good_ones_complete_and_the_store_k
             *({"path": str(SHARED_VIDEOS / n)} for n in ("video_90.mov", "nasa_13013.mp4", "h265_video.mp4"))]
     manifest = tmp_path / "videos.jsonl"
     manifest.write_text("\n".join(json.dumps(r) for r in rows))
+    # Without the summary stage: the tiny LLM summarising NASA's transcript adds time and no check.
     cfg = config_for(tmp_path / "db", manifest, "~stages.summary")
     summary = precompute(cfg)
     reasons = {f["path"].rsplit("/", 1)[1]: (f["stage"], f["error"]) for f in summary.failures}
