@@ -155,7 +155,8 @@ def test_a_stage_a_tool_a_method_and_a_benchmark_of_ones_own_run_end_to_end(tmp_
     common = [f"store.uri={tmp_path / 'db'}", f"hydra.searchpath=[file://{code / 'conf'}]",
               "dataset=brightness_bench", f"dataset.questions.path={questions}", f"dataset.questions.video_dir={videos}",
               "ray.progress_bars=false", f"hydra.run.dir={tmp_path / 'outputs'}"]
-    stages = [*(f"~stages.{name}" for name in ("segment_captions", "frame_captions", "transcript", "summary")),
+    stages = [*(f"~stages.{name}" for name in ("frame_embeddings", "segment_captions", "frame_captions", "transcript",
+                                               "summary")),
               "+schema@stages.brightness=brightness_stage.MeasureBrightness"]
 
     done = vidprep("precompute", *common, *stages, env=env)
