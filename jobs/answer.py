@@ -11,7 +11,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vidprep.jobs.config import add_overrides, hydra_job_argv
-from vidprep.jobs.errors import finish, job_started, user_errors
+from vidprep.jobs.errors import finish, job_started, single_run, user_errors
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +33,6 @@ def job(cfg: DictConfig) -> None:
     clock = job_started()
     with user_errors():
         ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
-        summary = answer(cfg, clock)
+        summary = answer(cfg, clock, stop_ray=single_run())
         track_answer_run(cfg, summary.run_key, StoreSettings.from_config(cfg.store).open())
     finish(summary.lines(), summary.failed)

@@ -76,6 +76,15 @@ def job_started() -> float:
     return time.monotonic() if started is None else started
 
 
+def single_run() -> bool:
+    """Whether this job is the process's only one (not one job of a `--multirun` sweep, whose later jobs
+    reuse its Ray)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return not (HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN)
+
+
 # Jobs of this process's sweep that had failures: the sweep runs every job, then exits with EXIT_FAILURES.
 jobs_with_failures = 0
 
@@ -85,7 +94,6 @@ def finish(lines: list[str], failed: int) -> None:
     sweep go on, and `vidprep` exits so once it is over)."""
     global jobs_with_failures
     from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
 
     print("\n".join(lines))
     if HydraConfig.initialized():
@@ -96,7 +104,6 @@ def finish(lines: list[str], failed: int) -> None:
     if not failed:
         return
     print(f"{failed} failed (see above)", file=sys.stderr)
-    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
-        jobs_with_failures += 1
-    else:
+    if single_run():
         sys.exit(EXIT_FAILURES)
+    jobs_with_failures += 1

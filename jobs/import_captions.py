@@ -38,5 +38,5 @@ def run(args: argparse.Namespace) -> None:
     cfg = load_config(overrides)
     if "summary" in cfg.stages:
         ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
-    summary = import_captions(cfg, job_started())
+    summary = import_captions(cfg, job_started(), stop_ray=True)
     finish(summary.lines(), summary.failed)

@@ -11,7 +11,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vidprep.jobs.config import add_overrides, hydra_job_argv
-from vidprep.jobs.errors import finish, job_started, user_errors
+from vidprep.jobs.errors import finish, job_started, single_run, user_errors
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,5 +38,5 @@ def job(cfg: DictConfig) -> None:
             make_sample(manifest)
         if "summary" in cfg.stages:
             ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
-        summary = precompute(cfg, clock)
+        summary = precompute(cfg, clock, stop_ray=single_run())
     finish(summary.lines(), summary.failed)

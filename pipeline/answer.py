@@ -181,7 +181,9 @@ def questions_source(loader: DictConfig) -> str:
                      for name, value in loader.items() if name != "_target_" and value is not None)
 
 
-def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
+def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) -> AnswerSummary:
+    """The questions of `cfg.dataset` answered by `cfg.method` from the store; with `stop_ray` (the
+    process's last run), Ray stops before the wall time is read, as its shutdown is waited for too."""
     started, clock = utcnow(), time.monotonic() if clock is None else clock
     for setting, low in (("workers", 1), ("num_cpus", 0), ("per_type", 0), ("limit", 0)):
         check_range(f"answer.{setting}", cfg.answer[setting], low)
@@ -230,6 +232,8 @@ def answer(cfg: DictConfig, clock: float | None = None) -> AnswerSummary:
             for result in answered_now.iter_rows():
                 results.append(result)
                 progress.advance(1, int(result["failed"]))
+    if stop_ray:
+        ray.shutdown()
     summary = AnswerSummary(key, agent.name, len(questions), len(results),
                             len(questions) - len(pending), sum(not r["valid"] and not r["failed"] for r in results),
                             sum(r["failed"] for r in results), questions_source(cfg.dataset.questions),

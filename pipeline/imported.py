@@ -35,7 +35,7 @@ def _question_paths(cfg: DictConfig) -> dict[str, str]:
     return {Path(q.video).stem: q.video for q in instantiate(cfg.dataset.questions, _convert_="all")}
 
 
-def import_captions(cfg: DictConfig, clock: float | None = None) -> Summary:
+def import_captions(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) -> Summary:
     started, clock = utcnow(), time.monotonic() if clock is None else clock
     plan = build_plan(cfg.stages)
     source = plan.stages.get("frame_captions")
@@ -57,4 +57,4 @@ def import_captions(cfg: DictConfig, clock: float | None = None) -> Summary:
     # identifies it by its bytes and the path points at the real video from then on.
     store.record_sources([(v["source_path"], -1, -1, v["video_id"], CAPTIONS_ONLY, "") for v in videos])
     records = [v | {"entry_path": v["source_path"], "failed_stage": "", "error": ""} for v in videos]
-    return run_stages(cfg, plan, settings, records, new_run_id(), started, clock)
+    return run_stages(cfg, plan, settings, records, new_run_id(), started, clock, stop_ray=stop_ray)

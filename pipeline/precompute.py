@@ -131,7 +131,7 @@ def register_plan(store: Store, plan: Plan) -> None:
         store.register_stage_config(plan.keys[name], name, plan.stages[name].version, plan.describe(name))
 
 
-def precompute(cfg: DictConfig, clock: float | None = None) -> Summary:
+def precompute(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) -> Summary:
     started, clock = utcnow(), time.monotonic() if clock is None else clock
     run_id = new_run_id()
     plan = build_plan(cfg.stages)
@@ -166,12 +166,16 @@ def precompute(cfg: DictConfig, clock: float | None = None) -> Summary:
         record_identified(store, identified, plan.probe_key, run_id)
         records += [{k: v for k, v in r.items() if k != "file_info"} for r in identified]
         identify_seconds = time.monotonic() - identify_started
-    return run_stages(cfg, plan, settings, records, run_id, started, clock, manifest.skipped, identify_seconds)
+    return run_stages(cfg, plan, settings, records, run_id, started, clock, manifest.skipped, identify_seconds,
+                      stop_ray)
 
 
 def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: list[dict], run_id: str,
-               started, clock: float, skipped_files: list[str] = (), identify_seconds: float = 0.0) -> Summary:
-    """Every stage of the plan over the identified videos, then the run's summary (also stored)."""
+               started, clock: float, skipped_files: list[str] = (), identify_seconds: float = 0.0,
+               stop_ray: bool = False) -> Summary:
+    """Every stage of the plan over the identified videos, then the run's summary (also stored). With
+    `stop_ray` (the process's last run), Ray stops before the wall time is read: its shutdown at exit
+    takes 1-2 s the user waits for."""
     store = settings.open()
     summary = Summary(run_id=run_id, previous_wall_seconds=_previous_wall(store), skipped_files=list(skipped_files),
                       identify_seconds=identify_seconds)
@@ -230,6 +234,8 @@ def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: li
         store.index_embeddings()
         if cfg.store.compact_every_videos:
             store.compact()
+    if stop_ray:
+        ray.shutdown()
     summary.wall_seconds = time.monotonic() - clock
     store.record_run(run_id, "precompute", started, summary.wall_seconds,
                      json.dumps(dataclasses.asdict(summary), default=str))
