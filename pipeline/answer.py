@@ -10,7 +10,6 @@ re-run answers only what is missing and a sweep reuses the same indexes.
 import dataclasses
 import json
 import os
-import threading
 import time
 
 import pyarrow as pa
@@ -37,6 +36,10 @@ from vidprep.store.artifacts import FRAME_EMBEDDINGS
 from vidprep.store.keys import stage_key
 from vidprep.store.store import check_search_mode, utcnow
 from vidprep.conf.checks import ArtifactMissing
+
+
+# What an answer run writes, a row per question or LLM call: compacted as the run goes (`store.compact`).
+ANSWER_TABLES = ("predictions", "llm_cache")
 
 
 def _prompt_hashes(config) -> dict[str, str]:
@@ -111,8 +114,6 @@ class AnswerWorker:
             if component is not None:
                 component.setup(self.context)
         self.search_mode = cfg.search.mode
-        # Questions answered at once (`answer` in threads) record their rows one after another.
-        self.writing = threading.Lock()
 
     def __del__(self):
         for component in (getattr(self, name, None) for name in ("agent", "vision", "text_embedder")):
@@ -133,17 +134,16 @@ class AnswerWorker:
         used = sum(per_model.values(), Usage())
         by_model = {model: {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
                     for model, u in per_model.items()}
-        with self.writing:
-            self.store.record_prediction({
-                "run_key": self.key, "qid": question.qid,
-                "video_id": row["video_id"], "method": self.agent.name, "task": question.task, "qtype": question.qtype,
-                "question_json": row["question_json"], "prediction_json": json.dumps(prediction.answer),
-                "valid": prediction.valid, "error": prediction.error,
-                "trace_json": json.dumps(prediction.trace, ensure_ascii=False, default=str),
-                "visited": tools.visited, "llm_calls": used.calls, "cache_hits": used.cache_hits,
-                "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens,
-                "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started,
-            })
+        self.store.record_prediction({
+            "run_key": self.key, "qid": question.qid,
+            "video_id": row["video_id"], "method": self.agent.name, "task": question.task, "qtype": question.qtype,
+            "question_json": row["question_json"], "prediction_json": json.dumps(prediction.answer),
+            "valid": prediction.valid, "error": prediction.error,
+            "trace_json": json.dumps(prediction.trace, ensure_ascii=False, default=str),
+            "visited": tools.visited, "llm_calls": used.calls, "cache_hits": used.cache_hits,
+            "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens,
+            "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started,
+        })
         return {"qid": question.qid, "valid": prediction.valid, "failed": is_failure(prediction.error),
                 "llm_calls": used.calls, "cache_hits": used.cache_hits}
 
@@ -187,6 +187,7 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
     started, clock = utcnow(), time.monotonic() if clock is None else clock
     for setting, low in (("workers", 1), ("num_cpus", 0), ("per_type", 0), ("limit", 0)):
         check_range(f"answer.{setting}", cfg.answer[setting], low)
+    check_range("store.compact_every_questions", cfg.store.compact_every_questions, 0)
     check_search_mode(cfg.search.mode)
     # Imported first: a tools class of one's own registers its tools before the method checks its names.
     get_class(cfg.answer.tools)
@@ -223,15 +224,22 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
         worker_args = dict(cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys,
                            key=key, embedder=plan.configs.get(FRAME_EMBEDDINGS.stage, {}).get("embedder"),
                            api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
-        # One question per batch, so each finished question shows in the progress as it finishes. Each
-        # actor answers as many questions at once as the endpoint takes requests (questions are independent).
+        # One question per batch, so each finished question shows in the progress as it finishes. An actor
+        # answers twice as many questions at once as the endpoint takes requests (questions are
+        # independent; the LLM client's slots hold the rest back), so while some read the store or
+        # write their answer, others fill the endpoint's slots.
         answered_now = pool_map(ray.data.from_items(pending), AnswerWorker, "answer", worker_args,
                                 Resources(cpus=cfg.answer.num_cpus, pool_size=cfg.answer.workers),
-                                cfg.ray.gpu_memory_gb, calls_per_actor=cfg.llm.client.concurrency, batch_size=1)
+                                cfg.ray.gpu_memory_gb, calls_per_actor=2 * cfg.llm.client.concurrency, batch_size=1)
+        every = cfg.store.compact_every_questions
         with Progress("questions", len(pending)) as progress:
             for result in answered_now.iter_rows():
                 results.append(result)
                 progress.advance(1, int(result["failed"]))
+                if every and len(results) % every == 0:
+                    store.compact(ANSWER_TABLES)
+        if every:
+            store.compact(ANSWER_TABLES)
     if stop_ray:
         ray.shutdown()
     summary = AnswerSummary(key, agent.name, len(questions), len(results),

@@ -1,5 +1,6 @@
 """Captions of segments (VideoAgent2 phase 1) and of evenly spaced frames (TraveLER's memory)."""
 
+import collections
 import dataclasses
 from collections.abc import Iterator
 
@@ -28,40 +29,36 @@ class CaptionSegments(Stage):
     def model_device(self) -> str | None:
         return self.describer.device
 
-    def _captions(self, closed: list[tuple]) -> list[dict]:
-        """Rows of the closed (segment, frames) pairs, described together (an endpoint's requests in
-        flight at once), in segment order."""
-        described = self.describer.describe_all(
-            [[f.jpeg for f in evenly_spaced(frames, self.frames_per_segment)] for _, frames in closed])
-        return [{"segment_index": segment.segment_index, "start": segment.start, "end": segment.end,
-                 "caption": text, "confidence": confidence, "model": self.describer.model_id}
-                for (segment, _), (text, confidence) in zip(closed, described)]
-
     def run(self, video: dict, frames: Iterator[list], segments: Iterator[list]) -> Iterator[list[dict]]:
-        pending = [s for batch in segments for s in batch]
-        inside, closed, empty = [], [], 0
-        for batch in frames:
-            for frame in batch:
-                # Frames arrive in time order: each one closes the segments that end before it.
-                while len(pending) > 1 and frame.timestamp >= pending[0].end:
-                    segment = pending.pop(0)
-                    if inside:
-                        closed.append((segment, inside))
-                    else:
-                        empty += 1
-                    inside = []
-                inside.append(frame)
-            # Enough closed segments to keep the describer's endpoint busy (one at a time for a local model).
-            if len(closed) >= self.describer.at_once:
-                yield self._captions(closed)
-                closed = []
-        if inside:
-            closed.append((pending.pop(0), inside))
-        if closed:
-            yield self._captions(closed)
-        empty += len(pending)
+        closed, empty = collections.deque(), []
+
+        def closed_frames() -> Iterator[list[bytes]]:
+            # Segments in order, each with the frames inside it; frames arrive in time order, and each one
+            # closes the segments that end before it, so a segment is described once its frames are read.
+            pending = [s for batch in segments for s in batch]
+            inside = []
+            for batch in frames:
+                for frame in batch:
+                    while len(pending) > 1 and frame.timestamp >= pending[0].end:
+                        segment = pending.pop(0)
+                        if inside:
+                            closed.append(segment)
+                            yield [f.jpeg for f in evenly_spaced(inside, self.frames_per_segment)]
+                        else:
+                            empty.append(segment)
+                        inside = []
+                    inside.append(frame)
+            if inside:
+                closed.append(pending.pop(0))
+                yield [f.jpeg for f in evenly_spaced(inside, self.frames_per_segment)]
+            empty.extend(pending)
+
+        for text, confidence in self.describer.describe_each(closed_frames()):
+            segment = closed.popleft()
+            yield [{"segment_index": segment.segment_index, "start": segment.start, "end": segment.end,
+                    "caption": text, "confidence": confidence, "model": self.describer.model_id}]
         if empty:
-            return f"{empty} segments had no frames (fps too low for the segment length)"
+            return f"{len(empty)} segments had no frames (fps too low for the segment length)"
 
 
 @dataclasses.dataclass
@@ -94,7 +91,7 @@ class CaptionFrames(Stage):
                         nearest[i] = frame
         if nearest[0] is None:
             return "no frames"
-        described = self.describer.describe_all([[frame.jpeg] for frame in nearest])
+        described = self.describer.describe_each([frame.jpeg] for frame in nearest)
         yield [{"position_index": i, "position": fraction, "timestamp": frame.timestamp,
                 "caption": text, "confidence": confidence, "model": self.describer.model_id}
                for i, (fraction, frame, (text, confidence)) in enumerate(zip(fractions, nearest, described))]

@@ -65,8 +65,8 @@ class SummarizeVideo(Stage):
         instructions, combine = self._prompts
         chunks = self._chunks(lines)
         # The chunks of one round are independent: asked at once, up to the client's concurrency.
-        parts = self.llm.in_flight(lambda chunk: self._ask(instructions, chunk), chunks)
+        parts = list(self.llm.in_flight(lambda chunk: self._ask(instructions, chunk), chunks))
         while len(parts) > 1:
-            parts = self.llm.in_flight(lambda chunk: self._ask(combine, chunk), self._chunks(
-                [f"Part {i + 1}: {p}" for i, p in enumerate(parts)]))
+            parts = list(self.llm.in_flight(lambda chunk: self._ask(combine, chunk), self._chunks(
+                [f"Part {i + 1}: {p}" for i, p in enumerate(parts)])))
         yield [{"summary_index": 0, "summary": parts[0], "model": self.llm.model_id, "chunks": len(chunks)}]

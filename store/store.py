@@ -1,9 +1,12 @@
 """The one owner of the LanceDB database: idempotent writes, completion markers and the read API."""
 
 import datetime as dt
+import functools
 import json
 import os
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import lancedb
@@ -50,6 +53,36 @@ class SearchHit:
     description: str | None
 
 
+class GroupCommit:
+    """Rows from many threads written in as few commits as the store needs. A call returns once its row
+    is stored (or raises what storing it raised); the rows that arrive while a commit runs go together in
+    the next one, so 32 questions answered at once wait for a few commits, not for 32 in a row (and
+    never lose a commit race to each other)."""
+
+    def __init__(self, write: Callable[[list[dict]], None]):
+        self.write = write
+        self.waiting: list[tuple[dict, Future]] = []
+        self.queue, self.writing = threading.Lock(), threading.Lock()
+
+    def __call__(self, row: dict) -> None:
+        stored = Future()
+        with self.queue:
+            self.waiting.append((row, stored))
+        with self.writing:
+            if not stored.done():
+                with self.queue:
+                    batch, self.waiting = self.waiting, []
+                try:
+                    self.write([r for r, _ in batch])
+                except BaseException as error:
+                    for _, future in batch:
+                        future.set_exception(error)
+                else:
+                    for _, future in batch:
+                        future.set_result(None)
+        stored.result()
+
+
 class Store:
     """A LanceDB database at `uri` (a local folder or any LanceDB URI such as `s3://bucket/prefix`).
 
@@ -60,6 +93,8 @@ class Store:
 
     ANN_PROBES = 20
     ANN_REFINE_FACTOR = 10
+    # Complete artifacts (one video's rows of one stage key) and video records kept in memory once read.
+    READ_CACHE_ENTRIES = 256
 
     def __init__(self, uri: str, storage_options: dict | None = None, ann_min_rows: int = 100_000):
         self.uri = str(uri)
@@ -70,6 +105,13 @@ class Store:
         self._tables: dict[str, lancedb.table.Table] = {}
         # Embedding stage key -> the table of its vector size (a key names one model, so one size).
         self._embedding_tables: dict[str, str] = {}
+        # A complete artifact never changes (its rows are keyed by content and config), nor does a video's
+        # record: the questions of one video read them once per process, not once per question each.
+        self._complete_rows = functools.lru_cache(maxsize=self.READ_CACHE_ENTRIES)(self._read_complete)
+        self._video = functools.lru_cache(maxsize=self.READ_CACHE_ENTRIES)(self._read_video)
+        # Rows written one at a time by many threads (answers, LLM replies) share commits.
+        self._prediction_writes = GroupCommit(functools.partial(self.upsert, "predictions"))
+        self._cache_writes = GroupCommit(functools.partial(self.upsert, "llm_cache"))
 
     # -- tables ---------------------------------------------------------------------------------
 
@@ -248,10 +290,10 @@ class Store:
 
     def llm_remember(self, key: str, model: str, reply: str, prompt_tokens: int,
                      completion_tokens: int) -> None:
-        self.upsert("llm_cache", [{
+        self._cache_writes({
             "row_id": key, "model": model, "reply": reply, "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens, "created_at": utcnow(),
-        }])
+        })
 
     def readings(self, keys: list[str]) -> dict[str, str]:
         """Stored vision-model outputs (JSON) by their keys; keys not stored are left out."""
@@ -267,8 +309,9 @@ class Store:
     # -- predictions ---------------------------------------------------------------------------------
 
     def record_prediction(self, row: dict) -> None:
-        """One question's prediction in an answer run; a re-run of the question replaces it."""
-        self.upsert("predictions", [dict(row, row_id=f"{row['run_key']}/{row['qid']}", created_at=utcnow())])
+        """One question's prediction in an answer run (in one commit with those recorded at the same time
+        by other threads); a re-run of the question replaces its row."""
+        self._prediction_writes(dict(row, row_id=f"{row['run_key']}/{row['qid']}", created_at=utcnow()))
 
     def answer_runs(self) -> dict[str, dict]:
         """What each answer run recorded, by run key (its newest `answer`): summary, dataset, stage keys,
@@ -293,6 +336,9 @@ class Store:
             )
 
     def video(self, video_id: str) -> dict:
+        return dict(self._video(video_id))
+
+    def _read_video(self, video_id: str) -> dict:
         rows = self.scan("videos", f"video_id = {_quote(video_id)}").to_pylist()
         if not rows:
             raise ArtifactMissing(f"no video {video_id} in {self.uri}")
@@ -307,6 +353,9 @@ class Store:
 
     def read(self, artifact: Artifact, video_id: str, key: str) -> list:
         """A video's complete rows of an artifact, as its row type, in order."""
+        return list(self._complete_rows(artifact, video_id, key))
+
+    def _read_complete(self, artifact: Artifact, video_id: str, key: str) -> list:
         self.require_done(video_id, key)
         return self._rows(artifact, video_id, key)
 
@@ -487,10 +536,11 @@ class Store:
                 indexed.append(name)
         return indexed
 
-    def compact(self) -> None:
-        """Merge the small fragments that many per-video writes leave behind and fold rows written since
-        an index was built into it (LanceDB's optimize)."""
-        for name in self.table_names():
+    def compact(self, tables: Iterable[str] | None = None) -> None:
+        """Merge the small fragments that many small writes leave behind and fold rows written since an
+        index was built into it (LanceDB's optimize), in `tables` or all. A write's key lookup scans
+        every fragment outside the index: 600 one-row fragments made an upsert 0.3 s instead of 0.015 s."""
+        for name in self.table_names() if tables is None else set(tables) & set(self.table_names()):
             _optimize(self.table(name))
 
 

@@ -149,7 +149,8 @@ def test_requests_in_flight_count_in_the_callers_usage_scope(server):
 
     llm = client(server, concurrency=4)
     with counted() as used:
-        replies = llm.in_flight(lambda n: llm.complete_json([{"role": "user", "content": f"{n} x 7?"}], SCHEMA), [1, 2, 3])
+        replies = list(llm.in_flight(lambda n: llm.complete_json([{"role": "user", "content": f"{n} x 7?"}], SCHEMA),
+                                     [1, 2, 3]))
     assert replies == [{"answer": 42}] * 3 and used["scripted"].calls == 3 and len(server.requests) == 3
 
 

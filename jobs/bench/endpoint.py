@@ -34,6 +34,8 @@ def fitting_reply(body: dict) -> str:
     seed = sum(json.dumps(body["messages"], sort_keys=True).encode()) % 997
 
     def instance(schema: dict):
+        if "anyOf" in schema:
+            return instance(schema["anyOf"][seed % len(schema["anyOf"])])
         if "enum" in schema:
             return schema["enum"][seed % len(schema["enum"])]
         kind = schema.get("type")

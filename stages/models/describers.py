@@ -1,11 +1,12 @@
 """Frame describers: a short text description of frames, the offline stand-in for a
 vision-language model (shipped models) or a real one behind the LLM layer (frames as image parts).
 
-`describe(jpegs)` returns one (text, confidence in 0..1) for the frames together; `describe_all(groups)`
-describes each group of frames, as many at once as the model's endpoint takes.
+`describe(jpegs)` returns one (text, confidence in 0..1) for the frames together; `describe_each(groups)`
+describes each group of frames as it comes, as many at once as the model's endpoint takes, in order.
 """
 
 import functools
+from collections.abc import Iterable, Iterator
 
 from vidprep.stages.models.devices import check_device
 from vidprep.stages.models.llm import LLMClient, image_part
@@ -47,11 +48,8 @@ class ShippedDescriber(Component):
             parts.append(text + ".")
         return " Then: ".join(parts), sum(top[0][1] for top in tops) / len(tops)
 
-    def describe_all(self, groups: list[list[bytes]]) -> list[tuple[str, float]]:
-        return [self.describe(jpegs) for jpegs in groups]
-
-    # Groups worth describing at once.
-    at_once = 1
+    def describe_each(self, groups: Iterable[list[bytes]]) -> Iterator[tuple[str, float]]:
+        return map(self.describe, groups)
 
 
 class VisionLanguageDescriber(Component):
@@ -86,9 +84,5 @@ class VisionLanguageDescriber(Component):
         reply = self.llm.complete_json([{"role": "user", "content": content}], self.SCHEMA)
         return reply["caption"], reply["confidence"] / 5
 
-    def describe_all(self, groups: list[list[bytes]]) -> list[tuple[str, float]]:
+    def describe_each(self, groups: Iterable[list[bytes]]) -> Iterator[tuple[str, float]]:
         return self.llm.in_flight(self.describe, groups)
-
-    @property
-    def at_once(self) -> int:
-        return self.llm.concurrency

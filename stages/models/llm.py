@@ -7,13 +7,14 @@ endpoint's model, the messages and every parameter, so a re-run costs no call.
 """
 
 import base64
+import collections
 import contextvars
 import hashlib
 import json
 import os
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import jsonschema
@@ -25,7 +26,7 @@ from vidprep.stages.context import Component, Usage, WorkerContext, count_in_sco
 
 _SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
-# Usage counts and reply-cache writes of requests in flight at once (any client of this process).
+# Usage counts of requests in flight at once (any client of this process).
 _BOOKKEEPING = threading.Lock()
 
 
@@ -202,21 +203,31 @@ class LLMClient(Component):
                 return hit["reply"]
         text, prompt_tokens, completion_tokens = self._call(messages, params)
         if self.store is not None:
-            with _BOOKKEEPING:
-                self.store.llm_remember(key, self.model, text, prompt_tokens, completion_tokens)
+            self.store.llm_remember(key, self.model, text, prompt_tokens, completion_tokens)
         return text
 
-    def in_flight(self, request: Callable, items: list) -> list:
-        """`request(item)` for every item, up to `concurrency` at once, the results in the items' order
-        (the first error raised, as one after another would)."""
-        if self.concurrency == 1 or len(items) < 2:
-            return [request(item) for item in items]
-        # Each request runs in a copy of the caller's context, so the usage scopes open there (`counted`)
-        # count its calls as they would one after another.
-        contexts = [contextvars.copy_context() for _ in items]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items)),
-                                thread_name_prefix="llm-request") as pool:
-            return list(pool.map(lambda context, item: context.run(request, item), contexts, items))
+    def in_flight(self, request: Callable, items: Iterable) -> Iterator:
+        """`request(item)` for every item, up to `concurrency` at once, yielded in the items' order as
+        they come (the first error raised, as one after another would). Items are read as requests free
+        up, so a stage sends each segment as soon as it has its frames and the endpoint never waits for
+        a whole group to finish."""
+        if self.concurrency == 1:
+            yield from map(request, items)
+            return
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="llm-request")
+        waiting = collections.deque()
+        try:
+            for item in items:
+                # Each request runs in a copy of the caller's context, so the usage scopes open there
+                # (`counted`) count its calls as they would one after another.
+                waiting.append(pool.submit(contextvars.copy_context().run, request, item))
+                # Twice as many as run: a freed slot takes the next at once.
+                if len(waiting) >= 2 * self.concurrency:
+                    yield waiting.popleft().result()
+            while waiting:
+                yield waiting.popleft().result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def complete_json(self, messages: list, schema: dict, max_tokens: int | None = None,
                       temperature: float | None = None) -> dict:
