@@ -234,3 +234,27 @@ def test_a_video_is_found_by_id_name_file_name_or_stem_through_the_indexes(tmp_p
         resolve_video(store, "twin")
     store.compact()
     assert "ScalarIndexQuery" in store.table("videos").search().where("name = 'walk'").explain_plan()
+
+
+def test_rows_many_threads_write_at_once_share_commits_and_each_caller_sees_its_own_outcome(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vidprep.store.store import GroupCommit
+
+    store = Store(str(tmp_path / "db"))
+    store.record_prediction({"run_key": "run", "qid": "first", "video_id": "v1", "valid": True})
+    before = store.table("predictions").version
+    with ThreadPoolExecutor(32) as pool:
+        list(pool.map(lambda i: store.record_prediction({"run_key": "run", "qid": f"q{i}", "video_id": "v1",
+                                                         "valid": True}), range(64)))
+    assert {r["qid"] for r in store.predictions(["run"])} == {"first"} | {f"q{i}" for i in range(64)}
+    # Fewer commits than rows: the rows that arrived during a commit went together in the next.
+    assert store.table("predictions").version - before < 64
+
+    def refused(rows):
+        raise ValueError(f"{len(rows)} rows refused")
+
+    failing = GroupCommit(refused)
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = [f.exception() for f in [pool.submit(failing, {"row": i}) for i in range(16)]]
+    assert all(isinstance(e, ValueError) for e in outcomes)
