@@ -224,13 +224,15 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
         worker_args = dict(cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys,
                            key=key, embedder=plan.configs.get(FRAME_EMBEDDINGS.stage, {}).get("embedder"),
                            api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
-        # One question per batch, so each finished question shows in the progress as it finishes. An actor
-        # answers twice as many questions at once as the endpoint takes requests (questions are
-        # independent; the LLM client's slots hold the rest back), so while some read the store or
-        # write their answer, others fill the endpoint's slots.
+        # One question per batch, so each finished question shows in the progress as it finishes. Where
+        # the endpoint takes several requests at once, an actor answers twice as many questions at once
+        # (questions are independent; the LLM client's slots hold the rest back), so while some read the
+        # store or write their answer, others fill the endpoint's slots.
+        concurrency = cfg.llm.client.concurrency
         answered_now = pool_map(ray.data.from_items(pending), AnswerWorker, "answer", worker_args,
                                 Resources(cpus=cfg.answer.num_cpus, pool_size=cfg.answer.workers),
-                                cfg.ray.gpu_memory_gb, calls_per_actor=2 * cfg.llm.client.concurrency, batch_size=1)
+                                cfg.ray.gpu_memory_gb, calls_per_actor=2 * concurrency if concurrency > 1 else 1,
+                                batch_size=1)
         every = cfg.store.compact_every_questions
         with Progress("questions", len(pending)) as progress:
             for result in answered_now.iter_rows():
