@@ -146,6 +146,25 @@ class PredictionRecord:
     created_at: UTC_TIME
 
 
+@dataclass(frozen=True)
+class VideoVector:
+    """One row per (video, embedding stage key) of a table large enough for an ANN index: the normalised
+    mean of the video's frame vectors. A search over all videos ranks videos by it first, then their
+    frames exactly (`Store.search`); tables `video_vectors_<size>`, beside `frame_embeddings_<size>`."""
+
+    video_id: str
+    stage_key: str
+    frames: int
+    vector: Annotated[list, "vector"]
+
+
+VIDEO_VECTORS = "video_vectors"
+
+
+def video_vectors_table(embedding_table: str) -> str:
+    return f"{VIDEO_VECTORS}_{embedding_table.rpartition('_')[2]}"
+
+
 VIDEOS, SOURCES, STAGE_DONE, STAGE_CONFIGS, FAILURES, RUNS, LLM_CACHE, FRAME_READINGS, PREDICTIONS = map(
     table_schema, (VideoRecord, Source, StageDone, StageConfig, Failure, Run, CachedReply, FrameReading,
                    PredictionRecord))
@@ -196,6 +215,10 @@ def declared_schema(table: str) -> pa.Schema | None:
     embedding tables are named by their vector size (`frame_embeddings_384`)."""
     if table in BOOKKEEPING:
         return BOOKKEEPING[table]
+    prefix, _, size = table.rpartition("_")
+    if prefix == VIDEO_VECTORS and size.isdigit():
+        return pa.schema([_row_id(), *arrow_fields(VideoVector, [f.name for f in dataclasses.fields(VideoVector)],
+                                                   int(size))])
     artifact = _artifact_of(table)
     return artifact.schema if artifact else None
 

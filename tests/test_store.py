@@ -258,3 +258,50 @@ def test_rows_many_threads_write_at_once_share_commits_and_each_caller_sees_its_
     with ThreadPoolExecutor(8) as pool:
         outcomes = [f.exception() for f in [pool.submit(failing, {"row": i}) for i in range(16)]]
     assert all(isinstance(e, ValueError) for e in outcomes)
+
+
+def test_search_over_all_videos_of_an_indexed_table_ranks_videos_by_their_mean_then_their_frames_exactly(tmp_path):
+    from vidprep.jobs.bench.vectors import video_like_vectors
+
+    rng = np.random.default_rng(5)
+    store = Store(str(tmp_path / "db"), ann_min_rows=1000)
+    # One probe of the index: what it finds alone differs from the exact ranking (checked below).
+    store.NEAREST_VIDEOS, store.ANN_PROBES = 4, 1
+    videos = {f"v{v}": video_like_vectors(rng, 50, 32) for v in range(40)}
+
+    def write(names):
+        store.upsert("frame_embeddings_32", [
+            {"row_id": f"{v}/k/{i}", "video_id": v, "stage_key": "k", "frame_index": i, "timestamp": float(i),
+             "vector": vector.tolist(), "model": "random", "description": None}
+            for v in names for i, vector in enumerate(videos[v])])
+        store.mark_done([_done(v, 50) for v in names])
+
+    write([f"v{v}" for v in range(39)])
+    store.index_embeddings()
+    assert store.table("video_vectors_32").count_rows() == 39
+
+    def exact(query, among):
+        scored = sorted(((float(vector @ query), v, i) for v in among for i, vector in enumerate(videos[v])), reverse=True)
+        return {(v, float(i)) for _, v, i in scored[:10]}
+
+    # Text-like queries: cosine about 0.3 to a frame, the rest a shared offset and noise (README, search).
+    gap = rng.normal(size=32)
+    queries = []
+    for source in ("v3", "v17", "v30"):
+        frame = videos[source][7]
+        query = 0.3 * frame + 0.75 * gap / np.linalg.norm(gap) + 0.2 * rng.normal(size=32) / np.sqrt(32)
+        queries.append((query / np.linalg.norm(query)).astype(np.float32))
+    for query in queries:
+        hits = store.search(query, "k", k=10)
+        assert {(h.video_id, h.timestamp) for h in hits} == exact(query, [f"v{v}" for v in range(39)])
+    alone = Store(str(tmp_path / "db"), ann_min_rows=1000)
+    alone.ANN_PROBES, alone.NEAREST_VIDEOS = 1, 0
+    assert any({(h.video_id, h.timestamp) for h in alone.search(q, "k", k=10)} != exact(q, [f"v{v}" for v in range(39)])
+               for q in queries)
+    # A video completed since the last index_embeddings has no mean vector: the ANN index answers alone
+    # (its rows scanned beside the index) until the next run adds it.
+    write(["v39"])
+    assert store.search(videos["v39"][5], "k", k=1)[0].video_id == "v39"
+    store.index_embeddings()
+    assert store.table("video_vectors_32").count_rows() == 40
+    assert store.search(videos["v39"][5], "k", k=1)[0].video_id == "v39"

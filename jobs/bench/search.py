@@ -24,16 +24,32 @@ def search_figures(sizes: list[int], work: Path, dim: int = SCALE_DIM) -> list[F
                 store.append(FRAME_EMBEDDINGS.sized(dim).table,
                              pa.concat_tables([_embedding_rows(video, "bench", rng, dim) for video in videos]))
                 _bulk_done(store, videos, {"frame_embeddings": "bench"})
+            # As a long run leaves it: the scalar indexes (video ids, stage keys) hold every row.
+            store.compact()
 
         write_seconds, _ = _timed(write)
         firsts = store.scan(FRAME_EMBEDDINGS.sized(dim).table, "frame_index = 0", ["vector"])["vector"]
         sources = [np.asarray(firsts[i].as_py(), np.float32) for i in range(0, len(firsts), max(1, len(firsts) // 20))]
 
-        def queries(spread: float) -> list[np.ndarray]:
-            """Each a frame's vector moved by a random unit vector times `spread` (0.5: cosine 0.9 to it)."""
-            moved = [v + spread * n / np.linalg.norm(n) for v, n in
+        def near_queries() -> list[np.ndarray]:
+            """Each a frame's vector moved by half a random unit vector: cosine 0.9 to it."""
+            moved = [v + 0.5 * n / np.linalg.norm(n) for v, n in
                      ((v, rng.standard_normal(dim).astype(np.float32)) for v in sources)]
             return [q / np.linalg.norm(q) for q in moved]
+
+        gap = rng.standard_normal(dim).astype(np.float32)
+        gap /= np.linalg.norm(gap)
+
+        def text_like_queries() -> list[np.ndarray]:
+            """Shaped like CLIP text queries against image vectors: cosine 0.3 to their frame (CLIP puts
+            a caption at 0.2-0.35 from its image), most of the rest one direction shared by every query
+            (the gap between CLIP's text and image embeddings), the remainder noise."""
+            shaped = []
+            for v in sources:
+                noise = rng.standard_normal(dim).astype(np.float32)
+                noise -= (noise @ v) * v + (noise @ gap) * gap
+                shaped.append(0.3 * v + 0.75 * gap + (1 - 0.3**2 - 0.75**2) ** 0.5 * noise / np.linalg.norm(noise))
+            return [q / np.linalg.norm(q) for q in shaped]
 
         def results(asked):
             times, hits = [], []
@@ -43,21 +59,23 @@ def search_figures(sizes: list[int], work: Path, dim: int = SCALE_DIM) -> list[F
                 hits.append({(h.video_id, h.timestamp) for h in found})
             return float(np.median(times)) * 1000, hits
 
-        near, far = queries(0.5), queries(2.0)
-        (exact_ms, exact_near), (_, exact_far) = results(near), results(far)
+        near, far = near_queries(), text_like_queries()
+        (exact_ms, exact_near), (exact_far_ms, exact_far) = results(near), results(far)
         build, _ = _timed(store.index_embeddings)
-        (ann_ms, ann_near), (_, ann_far) = results(near), results(far)
+        (ann_ms, ann_near), (ann_far_ms, ann_far) = results(near), results(far)
         recall = {name: float(np.mean([len(a & e) / len(e) for a, e in zip(ann, exact)]))
                   for name, ann, exact in (("near", ann_near, exact_near), ("far", ann_far, exact_far))}
         figures += [
-            Figure(f"text-search latency, {size:,} video-like vectors, ANN index", "exact search (ms)", exact_ms,
-                   ann_ms, "ms"),
+            Figure(f"text-search latency, {size:,} video-like vectors, indexed, queries near a frame",
+                   "exact search (ms)", exact_ms, ann_ms, "ms"),
+            Figure(f"text-search latency, {size:,} video-like vectors, indexed, text-like queries",
+                   "exact search (ms)", exact_far_ms, ann_far_ms, "ms"),
             Figure(f"recall@10 of the ANN search, {size:,} vectors, queries near a frame (cosine 0.9)",
                    "exact search", 1.0, recall["near"], "", ">= 0.9"),
-            Figure(f"recall@10 of the ANN search, {size:,} vectors, queries far from every frame (cosine 0.45)",
-                   "exact search", 1.0, recall["far"], ""),
-            Figure(f"ANN index build on {size:,} vectors (budget at 10^6: 300 s on 2 cores)",
-                   "writing the vectors (s)", write_seconds, build, "s")]
+            Figure(f"recall@10 of the ANN search, {size:,} vectors, text-like queries (cosine 0.3 to a frame)",
+                   "exact search", 1.0, recall["far"], "", ">= 0.9"),
+            Figure(f"index build (ANN index and video vectors) on {size:,} vectors (budget at 10^6: 300 s on 2 cores)",
+                   "writing and compacting the vectors (s)", write_seconds, build, "s")]
     return figures
 
 
