@@ -1,7 +1,9 @@
 """What every method shares: the question and its text, the answer's JSON schema per task, the trace
 of every step (prompt, reply, tool call, result, confidence, tokens, time) and the prediction."""
 
+import copy
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from vidprep.conf.checks import check_range
@@ -137,6 +139,29 @@ class Trace:
                         seconds=round(time.monotonic() - started, 3), **fields)
         self.steps[-1]["reply"] = reply
         return reply
+
+    def at_once(self, tools, work: Callable, items: Iterable) -> list:
+        """`work(item, tools, trace)` for each item, at once: independent parts of a question (CAViAR's
+        strategies, TraveLER's frames), whose requests the LLM client holds to its concurrency. Each part
+        gets a trace and a view of the tools of its own; their steps and visited times join this trace
+        and `tools` in the items' order, as one after another leaves them, up to a part that raised,
+        whose error is then raised here."""
+        def part(item) -> tuple:
+            own_trace, own_tools = Trace(self.llm, self.temperature), copy.copy(tools)
+            own_tools.trace, own_tools.visited = own_trace, []
+            try:
+                return work(item, own_tools, own_trace), own_trace, own_tools, None
+            except Exception as error:  # noqa: BLE001 - raised below, in its place among the parts
+                return None, own_trace, own_tools, error
+
+        results = []
+        for result, own_trace, own_tools, error in self.llm.in_flight(part, items):
+            self.steps += [{**step, "step": len(self.steps) + i} for i, step in enumerate(own_trace.steps)]
+            tools.visited += own_tools.visited
+            if error is not None:
+                raise error
+            results.append(result)
+        return results
 
     def tool(self, name: str, arguments: dict, result) -> None:
         """A tool's call (recorded by the tool itself, see `tools.tool`)."""

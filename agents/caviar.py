@@ -255,11 +255,15 @@ class CAViAR(Agent):
             raise InvalidAnswer(f"finish({answer!r}) does not fit the task: {error}") from None
 
     def solve(self, question, tools, trace: Trace):
-        runs = []
-        if self.direct[question.task]:
-            runs.append(self._direct(question, tools, self.direct[question.task], trace, 1))
-        for modules in self.strategies[question.task]:
-            runs.append(self._reason(question, tools, modules, trace, len(runs) + 1))
+        planned = ([(self._direct, self.direct[question.task])] if self.direct[question.task] else []) + [
+            (self._reason, modules) for modules in self.strategies[question.task]]
+
+        def run(numbered: tuple, tools, trace: Trace) -> dict:
+            index, (strategy, modules) = numbered
+            return strategy(question, tools, modules, trace, index)
+
+        # The strategies are independent: they run at once, their traces in strategy order.
+        runs = trace.at_once(tools, run, enumerate(planned, 1))
         for run in runs:
             trace.record("strategy", strategy=run["strategy"], modules=run["modules"], shown=shown_trace(run),
                          answer=run["answer"])

@@ -154,17 +154,19 @@ class TraveLER(Agent):
 
     def _extract(self, question, frames, context: list[str], memory: dict, tools, trace: Trace) -> dict:
         """Each frame's caption (already in memory for the initial frames) and its questions' answers."""
-        found = {}
-        for frame in frames:
-            key = _key(frame.timestamp)
-            known = memory.get(key)
+        def extract(frame, tools, trace: Trace) -> list[str]:
+            known = memory.get(_key(frame.timestamp))
             caption = known[0] if known else self._item(tools.describe_frame(frame.timestamp).text)
             asked = self._ask(trace, "questions", context + [
                 f"Currently viewing the frame at {frame.timestamp:.1f} s, which has the caption: {caption}",
                 _asked(question, False)], _questions_schema(self.questions), count=self.questions)["questions"]
-            items = [] if known else [caption]
-            for text in asked:
-                answer = tools.visual_question(text, [frame.timestamp]).text
-                items.append(self._item(f"Question - {text} Answer - {answer}"))
-            found.setdefault(key, []).extend(items)
+            answers = trace.at_once(tools, lambda text, tools, trace: tools.visual_question(
+                text, [frame.timestamp]).text, asked)
+            return ([] if known else [caption]) + [self._item(f"Question - {text} Answer - {answer}")
+                                                   for text, answer in zip(asked, answers)]
+
+        # The frames, and each frame's questions, are independent: asked at once, traced in order.
+        found = {}
+        for frame, items in zip(frames, trace.at_once(tools, extract, frames)):
+            found.setdefault(_key(frame.timestamp), []).extend(items)
         return found

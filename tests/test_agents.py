@@ -33,7 +33,8 @@ def setting(precomputed, sample_dir, embedder, server):
     question = next(q for q in jsonl.load(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
     tools = VideoTools(store, build_plan(cfg.stages).keys, content_id(sample_dir / "scenes.mp4"), embedder,
                        StoredDescriptions())
-    llm = LLMClient(base_url=server.base_url, model="scripted", cache=False, max_retries=0)
+    # One request at a time: the scripted replies are in the order the method asks them.
+    llm = LLMClient(base_url=server.base_url, model="scripted", cache=False, max_retries=0, concurrency=1)
     return question, tools, llm
 
 
@@ -490,3 +491,30 @@ def test_traveler_on_a_clip_starts_from_captions_of_the_clip_and_views_only_its_
     assert "Video length: 4.0 s" in server.requests[0]["messages"][1]["content"]
     # Every frame it looked at, the retrieved window at 1-3 s of the clip included, is one of the clip's.
     assert clip.visited and all(8.0 <= t <= 12.0 for t in clip.visited) and {9.0, 10.0, 11.0} <= set(clip.visited)
+
+
+@pytest.mark.parametrize("method", ["caviar", "traveler"])
+def test_independent_parts_of_a_question_run_at_once_and_trace_as_one_at_a_time(setting, method):
+    from vidprep.jobs.bench.endpoint import fitting_reply
+
+    question, tools, _ = setting
+    # Each reply depends on its request only, so the same question asks the same things at any concurrency.
+    endpoint = ScriptedEndpoint(latency_s=0.2, reply=fitting_reply)
+    runs = {}
+    try:
+        for concurrency in (1, 4):
+            endpoint.reset()
+            llm = LLMClient(base_url=endpoint.base_url, model="scripted", cache=False, max_retries=0,
+                            concurrency=concurrency)
+            agent = (CAViAR(llm, strategies=every_task(["think", "finish"], ["retrieval_qa", "finish"],
+                                                       ["find_when", "finish"]), max_steps=2)
+                     if method == "caviar" else TraveLER(llm, window=3, questions=2, max_iterations=1))
+            prediction = agent.answer(question, tools)
+            steps = [{k: v for k, v in step.items() if k != "seconds"} for step in prediction.trace]
+            runs[concurrency] = (endpoint.peak, prediction.answer, prediction.error, steps, list(tools.visited))
+            tools.visited.clear()
+    finally:
+        endpoint.close()
+    (one_peak, *one), (many_peak, *many) = runs[1], runs[4]
+    assert one_peak == 1 and many_peak >= 3, (one_peak, many_peak)
+    assert many == one and len(one[2]) > 10
