@@ -298,10 +298,10 @@ def test_search_over_all_videos_of_an_indexed_table_ranks_videos_by_their_mean_t
     alone.ANN_PROBES, alone.NEAREST_VIDEOS = 1, 0
     assert any({(h.video_id, h.timestamp) for h in alone.search(q, "k", k=10)} != exact(q, [f"v{v}" for v in range(39)])
                for q in queries)
-    # A video completed since the last index_embeddings has no mean vector: the ANN index answers alone
-    # (its rows scanned beside the index) until the next run adds it.
+    # A video completed since the vectors were added has none: the ANN index answers alone (its rows
+    # scanned beside the index) until the store is compacted, as a run does every 100 videos and at its end.
     write(["v39"])
     assert store.search(videos["v39"][5], "k", k=1)[0].video_id == "v39"
-    store.index_embeddings()
+    store.compact()
     assert store.table("video_vectors_32").count_rows() == 40
     assert store.search(videos["v39"][5], "k", k=1)[0].video_id == "v39"
