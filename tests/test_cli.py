@@ -190,7 +190,7 @@ def test_damaged_and_odd_files_end_with_a_summary_a_failure_exit_and_one_line_er
     assert done.returncode == 3, done.stderr[-3000:]
     # The summary's wall time is what the user waited for: imports, model loads, Ray's start and its shutdown.
     wall = float(done.stdout.split("wall time: ")[1].split(" s")[0])
-    assert elapsed - 0.5 < wall <= elapsed
+    assert elapsed - 0.5 < wall <= elapsed + 0.05  # printed to 0.1 s
     # In a pipe: the command's own progress lines, Ray's logs in the data folder's log file, not here.
     assert "videos: 2/2 done, 1 failed" in done.stderr
     assert "streaming_executor" not in done.stderr and "Token authentication" not in done.stderr, done.stderr
