@@ -2,6 +2,8 @@
 (the real local server is exercised by the summary stage in test_model_stages.py)."""
 
 import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -313,3 +315,17 @@ def test_caption_stages_keep_the_endpoints_requests_in_flight_and_store_what_one
     assert peaks[0] <= 2 and peaks[1] >= 6, peaks
     assert stores[0] == stores[1] and len(stores[0]["segment_captions"]) >= 13
     assert calls[0] == calls[1] > 0
+
+
+def test_two_processes_on_one_endpoint_share_its_limit():
+    endpoint = ScriptedEndpoint(latency_s=0.3, default='{"answer": 1}')
+    job = ("import sys; from vidprep.stages.models.llm import LLMClient; "
+           "llm = LLMClient(base_url=sys.argv[1], model='m', cache=False, concurrency=4); "
+           "list(llm.in_flight(lambda i: llm.complete([{'role': 'user', 'content': str(i)}]), range(8)))")
+    try:
+        jobs = [subprocess.Popen([sys.executable, "-c", job, endpoint.base_url]) for _ in range(2)]
+        assert [j.wait(timeout=60) for j in jobs] == [0, 0]
+    finally:
+        endpoint.close()
+    # Each process alone would keep 4 in flight; together they keep no more than the limit, and use it.
+    assert endpoint.served == 16 and endpoint.peak == 4

@@ -1,9 +1,10 @@
 """The one LLM layer: any OpenAI-compatible endpoint through the `openai` client.
 
 Retries with backoff on timeouts, dropped connections, 429 (honouring Retry-After) and 5xx; a
-per-process concurrency limit; JSON-schema replies validated with one repair attempt; JPEG frames
-as image parts; token counts per call; and a persistent response cache in the store keyed by the
-endpoint's model, the messages and every parameter, so a re-run costs no call.
+limit of requests in flight per endpoint, shared by the processes of a machine; JSON-schema replies
+validated with one repair attempt; JPEG frames as image parts; token counts per call; and a
+persistent response cache in the store keyed by the endpoint's model, the messages and every
+parameter, so a re-run costs no call.
 """
 
 import base64
@@ -23,9 +24,8 @@ import tenacity
 
 from vidprep.conf.checks import ConfigError, EndpointUnreachable, check_range
 from vidprep.stages.context import Component, Usage, WorkerContext, count_in_scopes
+from vidprep.stages.models.endpoint_slots import endpoint_slots
 
-_SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
-_SEMAPHORES_LOCK = threading.Lock()
 # Usage counts of requests in flight at once (any client of this process).
 _BOOKKEEPING = threading.Lock()
 
@@ -119,16 +119,15 @@ class LLMClient(Component):
         self.timeout_s, self.max_retries = timeout_s, max_retries
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.cache = cache
-        # Requests this client keeps in flight at most (shared with every client of the same endpoint in
-        # this process); `in_flight` runs independent requests up to that many at once.
+        # Requests in flight to this endpoint at most, shared with every client of it on this machine (the
+        # actors of every pool, other jobs: `endpoint_slots`); `in_flight` runs that many at once.
         self.concurrency = concurrency
         # The store holding the reply cache (None: no persistent cache) and the counters every call adds
         # to: this client's own, and the worker's once set up.
         self.store = None
         self.usage = Usage()
         self._counters = (self.usage,)
-        with _SEMAPHORES_LOCK:
-            self._slots = _SEMAPHORES.setdefault((base_url, concurrency), threading.BoundedSemaphore(concurrency))
+        self._slots = endpoint_slots(base_url, concurrency)
         self._client = None
 
     def setup(self, context: WorkerContext) -> None:
@@ -268,7 +267,7 @@ class LLMClient(Component):
         return response.choices[0].message.content or "", prompt, completion
 
     def _create(self, messages: list, params: dict):
-        with self._slots:
+        with self._slots.slot():
             return self._openai().chat.completions.create(messages=messages, **params)
 
     def _count(self, **used: int) -> None:
