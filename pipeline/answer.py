@@ -17,7 +17,7 @@ import ray
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from vidprep.conf.checks import ManifestError
+from vidprep.conf.checks import ArtifactMissing, ManifestError, check_range
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.runner import init_ray, pool_map
 from vidprep.store.settings import StoreSettings
@@ -31,11 +31,9 @@ from vidprep.stages.base import Resources
 from vidprep.stages.context import Usage, WorkerContext, counted
 from vidprep.stages.models.llm import api_keys, check_endpoints
 from vidprep.stages.prompts import is_prompt, prompt_hash
-from vidprep.conf.checks import check_range
 from vidprep.store.artifacts import FRAME_EMBEDDINGS
 from vidprep.store.keys import stage_key
 from vidprep.store.store import check_search_mode, utcnow
-from vidprep.conf.checks import ArtifactMissing
 
 
 # What an answer run writes, a row per question or LLM call: compacted as the run goes (`store.compact`).

@@ -164,6 +164,10 @@ class Store:
             if not (token := page.page_token):
                 return sorted(names)
 
+    def _has_table(self, name: str) -> bool:
+        # A table once opened stays; only an unknown name costs a listing of the database.
+        return name in self._tables or name in self.table_names()
+
     def upsert(self, name: str, rows: list[dict] | pa.Table) -> None:
         """Write rows idempotently: a row whose `row_id` exists is replaced, never duplicated (within the
         rows too: the last of a `row_id` is kept, since merge_insert would insert each of them)."""
@@ -189,7 +193,7 @@ class Store:
         self.table(name).add(rows)
 
     def scan(self, name: str, where: str | None = None, columns: list[str] | None = None) -> pa.Table:
-        if name not in self._tables and name not in self.table_names():
+        if not self._has_table(name):
             return schema.schema_for(name).empty_table()
         query = self.table(name).search()
         if where:
@@ -486,7 +490,7 @@ class Store:
             if within:
                 where += f" AND timestamp >= {float(within[0])} AND timestamp <= {float(within[1])}"
         name = FRAME_EMBEDDINGS.sized(len(query)).table
-        if name not in self.table_names():
+        if not self._has_table(name):
             return []
         # A video being written (or cut off by a kill) may have rows but no completion marker yet: fetch
         # more than k and keep the complete videos' rows, rather than filter by a list of every video.
@@ -516,22 +520,21 @@ class Store:
 
     def _nearest_videos(self, name: str, key: str, query: np.ndarray) -> list[str] | None:
         """The `NEAREST_VIDEOS` videos of stage `key` whose mean frame vectors are nearest `query`; None
-        where the table has no video vectors or a complete video has none yet (written since the last
-        `index_embeddings`): the ANN index then answers alone.
+        where the table has no video vectors or a complete video has none yet (completed since the
+        last compaction): the ANN index then answers alone.
 
         Why: a query far from every frame, as a text query is from CLIP image vectors (cosine 0.2-0.35
         to its own image), has its nearest frames in partitions whose centroids average many other
         videos, so the IVF probes missed most of them (recall@10 0.40 at 10^6). A video's frames are
         close to each other, so its mean vector keeps the signal that a partition's centroid dilutes."""
         vectors = schema.video_vectors_table(name)
-        if not self.NEAREST_VIDEOS or vectors not in self.table_names():
+        if not self.NEAREST_VIDEOS or not self._has_table(vectors):
             return None
         table = self.table(vectors)
         cached = self._video_vectors.get((vectors, key))
         if cached is None or cached[0] != table.version:
             rows = self.scan(vectors, f"stage_key = {_quote(key)}", ["video_id", "vector"])
-            matrix = rows["vector"].combine_chunks().flatten().to_numpy().reshape(rows.num_rows, -1)
-            cached = (table.version, np.asarray(rows["video_id"].to_pylist()), matrix)
+            cached = (table.version, np.asarray(rows["video_id"].to_pylist()), _vectors(rows))
             self._video_vectors[(vectors, key)] = cached
         _, ids, matrix = cached
         if not len(ids) or self.table("stage_done").count_rows(f"stage_key = {_quote(key)}") != len(ids):
@@ -596,7 +599,7 @@ class Store:
                 if not rows.num_rows:  # the key's videos are in a table of another vector size
                     break
                 ids = np.asarray(rows["video_id"].to_pylist())
-                matrix = rows["vector"].combine_chunks().flatten().to_numpy().reshape(rows.num_rows, -1)
+                matrix = _vectors(rows)
                 order = np.argsort(ids, kind="stable")
                 found, starts, counts = np.unique(ids[order], return_index=True, return_counts=True)
                 means = np.add.reduceat(matrix[order], starts, axis=0)
@@ -619,6 +622,11 @@ class Store:
             # Videos completed since the video vectors were last added get theirs (see `_nearest_videos`).
             if name.startswith(f"{FRAME_EMBEDDINGS.table}_") and schema.video_vectors_table(name) in names:
                 self._add_video_vectors(name)
+
+
+def _vectors(rows: pa.Table) -> np.ndarray:
+    """The `vector` column of rows as one matrix, a row per vector."""
+    return rows["vector"].combine_chunks().flatten().to_numpy().reshape(rows.num_rows, -1)
 
 
 def _lost_commit_race(error: BaseException) -> bool:
