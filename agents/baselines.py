@@ -19,15 +19,17 @@ class DirectAnswer(Agent):
     """`frames` evenly spaced frames (and the transcript when `transcript`) in one prompt, answered by
     the vision backend's model (`vision=vlm`), or offline by the LLM from the frames' stored descriptions.
     120 frames: what the paper's base model takes in its 32k-token context. Offline, the descriptions
-    share `max_description_chars` (ours: fits the local 4k-token model with published 1-fps captions; a
-    vision model sees the JPEGs and ignores it)."""
+    share `max_description_chars` (null: half the LLM's context, by its profile; a vision model sees the
+    JPEGs and ignores it)."""
 
     asks_visual_questions = True
 
-    def __init__(self, llm, frames: int = 120, transcript: bool = False, max_description_chars: int = 8000,
+    def __init__(self, llm, frames: int = 120, transcript: bool = False, max_description_chars: int | None = None,
                  prompt: str = "baselines/direct_v1.txt"):
         super().__init__(llm)
         check_range("method.frames", frames, 1)
+        if max_description_chars is None:
+            max_description_chars = llm.profile.context_chars(0.5, llm.max_tokens)
         check_range("method.max_description_chars", max_description_chars, 100)
         self.frames, self.transcript, self.prompt = frames, transcript, prompt
         self.max_description_chars = max_description_chars

@@ -162,8 +162,9 @@ class CAViAR(Agent):
     the module that already yields its answer type, applied to the query as strategy 1. `max_steps` per
     strategy; at that step without finish, `forced_finish` asks for the answer from the trace. Without
     `critic`, the first strategy whose answer fits the task is the prediction. `window_frames`: frames the
-    vision backend sees at once (the paper: Gemini 1.5 Flash's 32k tokens, about 120 frames).
-    `transcript_chunk_chars` per asr_understanding call. `step_time_limit_s` and `memory_mb` bound each
+    vision backend sees at once (the paper: Gemini 1.5 Flash's 32k tokens, about 120 frames; no more than
+    its model takes in one request). `transcript_chunk_chars` per asr_understanding call (null: half the
+    LLM's context, by its profile). `step_time_limit_s` and `memory_mb` bound each
     generated program's sandbox. `name` tells the ablations' runs apart."""
 
     name = "caviar"
@@ -173,7 +174,7 @@ class CAViAR(Agent):
 
     def __init__(self, llm, strategies: dict | None = None, direct: dict | None = None, max_steps: int = 6,
                  forced_finish: bool = True, critic: bool = True, window_frames: int = 120,
-                 transcript_chunk_chars: int = 8000, step_time_limit_s: float = 10.0, memory_mb: int = 256,
+                 transcript_chunk_chars: int | None = None, step_time_limit_s: float = 10.0, memory_mb: int = 256,
                  prompts: dict | None = None, critic_examples: str = "caviar/critic_examples_v2.txt",
                  temperature: float | None = None, name: str = "caviar"):
         super().__init__(llm, temperature)
@@ -193,6 +194,8 @@ class CAViAR(Agent):
                                   f"no strategy answers {task} questions")
         check_range("method.max_steps", max_steps, 1)
         check_range("method.window_frames", window_frames, 1)
+        if transcript_chunk_chars is None:
+            transcript_chunk_chars = llm.profile.context_chars(0.5, llm.max_tokens)
         check_range("method.transcript_chunk_chars", transcript_chunk_chars, 10)
         check_range("method.step_time_limit_s", step_time_limit_s, 0.1)
         check_range("method.memory_mb", memory_mb, 32)
@@ -203,7 +206,8 @@ class CAViAR(Agent):
         self.critic_examples = critic_examples
 
     def _modules(self, tools, trace: Trace) -> VideoModules:
-        return VideoModules(tools, trace, self.prompts, self.window_frames, self.transcript_chunk_chars)
+        window = min(self.window_frames, tools.vision.max_frames or self.window_frames)
+        return VideoModules(tools, trace, self.prompts, window, self.transcript_chunk_chars)
 
     def _reason(self, question, tools, modules: list[str], trace: Trace, index: int) -> dict:
         system = load_prompt(self.prompts["agent"]).format(

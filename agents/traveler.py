@@ -65,20 +65,29 @@ class TraveLER(Agent):
     (the code's view_range 2: t-2 .. t+2); the Extractor writes at most `questions` questions per frame;
     `max_iterations` rounds. `temperature` is every call's (the public config's 1; null: llm.client's).
     The Summarizer makes every memory entry more concise once the memory's JSON grows past
-    `max_memory_chars`. The memory starts from `initial_captions` evenly spaced stored frame captions."""
+    `max_memory_chars` (null: what the LLM's profile allows, below). The memory starts from
+    `initial_captions` evenly spaced stored frame captions."""
 
     name = "traveler"
-    asks_visual_questions = True
     version = 3
 
     def __init__(self, llm, window: int = 5, window_spacing: float = 1.0, questions: int = 3,
-                 max_iterations: int = 9, max_memory_chars: int = 4000, initial_captions: int = 5,
+                 max_iterations: int = 9, max_memory_chars: int | None = None, initial_captions: int = 5,
                  temperature: float | None = 1.0, prompts: dict | None = None):
         super().__init__(llm, temperature)
-        for setting, value in (("window", window), ("questions", questions), ("max_iterations", max_iterations),
+        for setting, value in (("window", window), ("max_iterations", max_iterations),
                                ("initial_captions", initial_captions)):
             check_range(f"method.{setting}", value, 1)
+        # 0: the memory is made of captions only (the public EgoSchema config: no Extractor questions).
+        check_range("method.questions", questions, 0)
+        self.asks_visual_questions = questions > 0
         check_range("method.window_spacing", window_spacing, 0, above=True)
+        if max_memory_chars is None:
+            # The public code never clips its memory. Here it is condensed only where it must be: past a
+            # third of the context, or past what one Summarizer reply can restate.
+            profile = llm.profile
+            max_memory_chars = min(profile.context_chars(0.35, llm.max_tokens),
+                                   int(profile.max_output_tokens * profile.chars_per_token))
         check_range("method.max_memory_chars", max_memory_chars, 100)
         self.window, self.window_spacing, self.questions = window, window_spacing, questions
         self.max_iterations, self.max_memory_chars, self.initial_captions = max_iterations, max_memory_chars, initial_captions
@@ -133,7 +142,8 @@ class TraveLER(Agent):
                 # The reply restates the whole memory, shorter: room for the budget (about 3 characters a token).
                 condensed = self._ask(trace, "summarize", [f"Information: {json.dumps(memory, ensure_ascii=False)}",
                                                            _asked(question, True)],
-                                      _summary_schema(memory, self.max_memory_chars), self.max_memory_chars // 3)
+                                      _summary_schema(memory, self.max_memory_chars),
+                                      min(self.max_memory_chars // 3, self.llm.profile.max_output_tokens))
                 memory = {key: [self._item(item) for item in condensed[key]] for key in memory}
             trace.record("memory", memory=json.loads(json.dumps(memory)))
             verdict = self._ask(trace, "evaluate", [length, f"Information: {json.dumps(memory, ensure_ascii=False)}",
@@ -157,6 +167,8 @@ class TraveLER(Agent):
         def extract(frame, tools, trace: Trace) -> list[str]:
             known = memory.get(_key(frame.timestamp))
             caption = known[0] if known else self._item(tools.describe_frame(frame.timestamp).text)
+            if not self.questions:
+                return [] if known else [caption]
             asked = self._ask(trace, "questions", context + [
                 f"Currently viewing the frame at {frame.timestamp:.1f} s, which has the caption: {caption}",
                 _asked(question, False)], _questions_schema(self.questions), count=self.questions)["questions"]

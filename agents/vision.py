@@ -11,7 +11,7 @@ stored about those frames (their "looks like" descriptions, the captions of the 
 and their embeddings), LLoVi-style; a vision-language model instead sees the JPEGs themselves.
 """
 
-from vidprep.conf.checks import check_range
+from vidprep.conf.checks import ConfigError, check_range
 from vidprep.stages.context import Component
 from vidprep.stages.models.llm import LLMClient, image_part
 from vidprep.stages.prompts import load_prompt, prompt_hash
@@ -31,6 +31,8 @@ class StoredDescriptions(Component):
     model_id = "stored-descriptions"
     # No model looks at the frames: a method that asks visual questions is told so, loudly.
     sees_frames = False
+    # Frames one call may be about (None: any number; text is cut to the caller's budget instead).
+    max_frames = None
 
     def __init__(self, relevance_margin: float = 0.05):
         check_range("vision.relevance_margin", relevance_margin, 0, 1)
@@ -105,7 +107,11 @@ class VisionLanguageModel(Component):
                  relevant_prompt: str = "vision_relevant_v1.txt", ranges_prompt: str = "vision_ranges_v1.txt",
                  answer_tokens: int = 150):
         check_range("vision.answer_tokens", answer_tokens, 1)
+        if llm.profile.max_images < 1:
+            raise ConfigError(f"vision.llm: {llm.model} takes no images (its profile); choose a vision "
+                              "model's profile (profile@vision.llm.profile=...) or vision=stored")
         self.llm, self.answer_tokens = llm, answer_tokens
+        self.max_frames = llm.profile.max_images
         self.prompts = {"caption": caption_prompt, "question": question_prompt, "relevant": relevant_prompt,
                         "ranges": ranges_prompt}
 

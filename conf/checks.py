@@ -23,6 +23,11 @@ class EndpointUnreachable(RuntimeError):
     """An LLM endpoint did not answer a first request: checked once before a run's work starts."""
 
 
+class ModelRefused(RuntimeError):
+    """A model refused a request's form (its response_format, its images), or a request did not fit what
+    its profile says it takes: every request would go the same way, so the run stops."""
+
+
 def require(extra: str, *modules: str, needed_by: str) -> None:
     """Optional dependencies, checked where the config asks for them (before any worker starts): a
     missing one is an error naming the extra that installs it."""

@@ -15,6 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from vidprep.conf.checks import require
+from vidprep.stages.models.profiles import model_prices
 
 # The distributions whose versions change what a run computes (the models' runtimes included).
 PACKAGES = ("vidprep", "ray", "lancedb", "pyarrow", "hydra-core", "openai", "numpy", "torch", "transformers",
@@ -43,17 +44,23 @@ def git_commit() -> dict | None:
 
 
 # The LLM client's settings that change answers (its cache, timeouts and retries do not).
-LLM_SETTINGS = ("base_url", "model", "temperature", "max_tokens", "seed", "structured_output", "max_string_chars")
+LLM_SETTINGS = ("base_url", "model", "profile", "temperature", "max_tokens", "seed")
 
 
 def run_settings(cfg: DictConfig) -> dict:
     """The resolved settings an answer run is made of (recorded with it; `evaluate` shows how they
-    differ from the defaults)."""
+    differ from the defaults). A model's price is left out: it changes no answer."""
     llm = OmegaConf.to_container(cfg.llm.client, resolve=True)
-    return {"method": OmegaConf.to_container(cfg.method, resolve=True),
-            "llm": {"client": {k: llm.get(k) for k in LLM_SETTINGS}},
-            "vision": OmegaConf.to_container(cfg.vision, resolve=True), "search": {"mode": cfg.search.mode},
-            "answer": {"tools": cfg.answer.tools}}
+    return _unpriced({"method": OmegaConf.to_container(cfg.method, resolve=True),
+                      "llm": {"client": {k: llm.get(k) for k in LLM_SETTINGS}},
+                      "vision": OmegaConf.to_container(cfg.vision, resolve=True), "search": {"mode": cfg.search.mode},
+                      "answer": {"tools": cfg.answer.tools}})
+
+
+def _unpriced(settings):
+    if isinstance(settings, dict):
+        return {k: _unpriced(v) for k, v in settings.items() if not k.startswith("usd_per_million")}
+    return [_unpriced(v) for v in settings] if isinstance(settings, list) else settings
 
 
 def provenance(cfg: DictConfig) -> dict:
@@ -162,7 +169,7 @@ def track_answer_run(cfg: DictConfig, run_key: str, store) -> dict:
     from vidprep.evaluation.scoring import report
 
     rows = store.predictions([run_key])
-    metrics = report(rows, cfg.prices, benchmark_of(cfg.dataset.questions._target_))
+    metrics = report(rows, model_prices(cfg.prices), benchmark_of(cfg.dataset.questions._target_))
     write_job_metrics(run_key, metrics)
     if cfg.get("tracker"):
         instantiate(cfg.tracker).log(run_key, run_settings(cfg), metrics, provenance(cfg), sample_lines(rows))

@@ -33,6 +33,10 @@ def load_config(overrides: list[str]):
         return compose(config_name="config", overrides=overrides)
 
 
+# Groups chosen for a node of another group's option: a model profile for each LLM client.
+SELECTED_AS = {"profile": "profile@llm.client.profile"}
+
+
 def config_groups() -> dict[str, list[str]]:
     """Each config group (`method`, `dataset`, ...) and its options, as `group=option` takes them."""
     return {folder.name: sorted(p.stem for p in folder.glob("*.yaml"))
@@ -55,8 +59,9 @@ def complete_override(prefix: str, **_) -> list[str]:
     groups = config_groups()
     key, sep, value = prefix.partition("=")
     if sep:
-        return [f"{key}={option}" for option in groups.get(key.lstrip("+~"), []) if option.startswith(value)]
-    return [f"{group}=" for group in groups if group.startswith(prefix)]
+        return [f"{key}={option}" for option in groups.get(key.lstrip("+~").split("@")[0], [])
+                if option.startswith(value)]
+    return [f"{SELECTED_AS.get(group, group)}=" for group in groups if group.startswith(prefix)]
 
 
 def add_overrides(parser: argparse.ArgumentParser, multirun: bool = False) -> None:
@@ -64,7 +69,7 @@ def add_overrides(parser: argparse.ArgumentParser, multirun: bool = False) -> No
     if multirun:
         parser.add_argument("-m", "--multirun", action="store_true",
                             help="a Hydra sweep: one job per combination of comma-separated values")
-    groups = "; ".join(f"{group}: {', '.join(options)}" for group, options in config_groups().items())
+    groups = "; ".join(f"{SELECTED_AS.get(group, group)}: {', '.join(options)}" for group, options in config_groups().items())
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", type=quoted_for_hydra,
                         help=f"Hydra overrides, e.g. method=caviar stages.frames.fps=2 (config groups: {groups})"
                         ).completer = complete_override

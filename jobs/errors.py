@@ -14,14 +14,14 @@ from hydra.errors import (
 )
 from omegaconf.errors import MissingMandatoryValue, ValidationError
 
-from vidprep.conf.checks import ArtifactMissing, ConfigError, EndpointUnreachable, ManifestError
+from vidprep.conf.checks import ArtifactMissing, ConfigError, EndpointUnreachable, ManifestError, ModelRefused
 
 # A bad config, manifest, missing artifact or unreachable endpoint: nothing was done.
 EXIT_USER_ERROR = 2
 # The run finished, but some videos or questions failed (each named in the summary).
 EXIT_FAILURES = 3
 
-USER_ERRORS = (ConfigError, ManifestError, ArtifactMissing, EndpointUnreachable, MissingMandatoryValue,
+USER_ERRORS = (ConfigError, ManifestError, ArtifactMissing, EndpointUnreachable, ModelRefused, MissingMandatoryValue,
                OverrideParseException, ConfigCompositionException)
 
 

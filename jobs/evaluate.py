@@ -6,6 +6,7 @@ import argparse
 
 from vidprep.conf.checks import ArtifactMissing
 from vidprep.jobs.config import add_overrides, config_groups, load_config
+from vidprep.stages.models.profiles import model_prices
 
 # The work's modules are imported in `run`: `vidprep COMMAND --help` and completion stay fast.
 
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> None:
     recorded, defaults = store.answer_runs(), method_defaults()
     benchmarks = {key: run_benchmark(recorded.get(key, {})) for _, key in runs}
     for method, key in runs:
-        result = report([r for r in rows if r["run_key"] == key], cfg.prices, benchmarks[key])
+        result = report([r for r in rows if r["run_key"] == key], model_prices(cfg.prices), benchmarks[key])
         print("\n".join(format_report(method, key, result)))
         if "settings" in recorded.get(key, {}):
             print(f"  settings: {beyond_defaults(recorded[key]['settings'], defaults)}")

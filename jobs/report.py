@@ -8,6 +8,7 @@ from pathlib import Path
 
 from vidprep.jobs.config import add_overrides, load_config
 from vidprep.jobs.evaluate import method_defaults
+from vidprep.stages.models.profiles import model_prices
 
 # The work's modules are imported in `run`: `vidprep COMMAND --help` and completion stay fast.
 
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> None:
 
     cfg = load_config(args.overrides)
     out = Path(args.out or Path(cfg.data_dir) / "report")
-    index = ReportWriter(StoreSettings.from_config(cfg.store).open(), out, cfg.prices, method_defaults()).write(
+    index = ReportWriter(StoreSettings.from_config(cfg.store).open(), out, model_prices(cfg.prices), method_defaults()).write(
         args.run)
     print(f"report: {index}")
     if args.serve:

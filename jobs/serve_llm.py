@@ -82,7 +82,7 @@ def ensure_local_llm(llm: DictConfig, log: Path | None = None) -> subprocess.Pop
         if log:
             log.parent.mkdir(parents=True, exist_ok=True)
         output = open(log, "ab") if log else subprocess.DEVNULL
-        process = subprocess.Popen(server_command(llm.server, llm.client.model), stdout=output,
+        process = subprocess.Popen(server_command(llm.server, llm.client.model or llm.client.profile.model), stdout=output,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         _wait_until_serving(llm.server, process, log)
         return process
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> None:
         raise ConfigError("this llm config has no local server (use llm=local)")
     if is_serving(cfg.llm.server):
         raise ConfigError(f"an LLM server already answers on {cfg.llm.server.host}:{cfg.llm.server.port}")
-    command = server_command(cfg.llm.server, cfg.llm.client.model)
+    command = server_command(cfg.llm.server, cfg.llm.client.model or cfg.llm.client.profile.model)
     print("serving:", " ".join(command), flush=True)
     raise SystemExit(subprocess.call(command))
 

@@ -17,7 +17,7 @@ import ray
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from vidprep.conf.checks import ArtifactMissing, ManifestError, check_range
+from vidprep.conf.checks import ArtifactMissing, ManifestError, ModelRefused, check_range
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.runner import init_ray, pool_map
 from vidprep.store.settings import StoreSettings
@@ -128,7 +128,12 @@ class AnswerWorker:
                            question.clip)
         # Questions answered at once in this actor each count their own calls (`counted` is per thread).
         with counted() as per_model:
-            prediction = self.agent.answer(question, tools)
+            try:
+                prediction = self.agent.answer(question, tools)
+            except ModelRefused as error:
+                # Not this question's outcome: the run stops, and the question stays unanswered.
+                return {"qid": question.qid, "valid": False, "failed": True, "llm_calls": 0, "cache_hits": 0,
+                        "refused": str(error)}
         used = sum(per_model.values(), Usage())
         by_model = {model: {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
                     for model, u in per_model.items()}
@@ -143,7 +148,7 @@ class AnswerWorker:
             "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started,
         })
         return {"qid": question.qid, "valid": prediction.valid, "failed": is_failure(prediction.error),
-                "llm_calls": used.calls, "cache_hits": used.cache_hits}
+                "llm_calls": used.calls, "cache_hits": used.cache_hits, "refused": ""}
 
 
 @dataclasses.dataclass
@@ -234,6 +239,9 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
         every = cfg.store.compact_every_questions
         with Progress("questions", len(pending)) as progress:
             for result in answered_now.iter_rows():
+                if result["refused"]:
+                    store.compact(ANSWER_TABLES)
+                    raise ModelRefused(result["refused"])
                 results.append(result)
                 progress.advance(1, int(result["failed"]))
                 if every and len(results) % every == 0:

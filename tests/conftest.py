@@ -21,6 +21,10 @@ os.environ["VIDPREP_LLM_PORT"] = str(_free_port())
 
 from vidprep.jobs.config import load_config  # noqa: E402
 from vidprep.jobs.sample import make_sample  # noqa: E402
+from vidprep.stages.models.profiles import ModelProfile  # noqa: E402
+
+# A model behind the scripted endpoint that takes what the big hosted ones take.
+SCRIPTED_PROFILE = ModelProfile("scripted", context_tokens=128000, max_output_tokens=16384, max_images=500)
 
 
 def _shared_videos() -> Path:

@@ -18,6 +18,7 @@ from vidprep.agents.vision import StoredDescriptions, VisionLanguageModel
 from vidprep.stages.models.llm import LLMClient
 from vidprep.store.keys import content_id
 from vidprep.jobs.bench.endpoint import ScriptedEndpoint
+from tests.conftest import SCRIPTED_PROFILE
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def setting(precomputed, sample_dir, embedder, server):
     tools = VideoTools(store, build_plan(cfg.stages).keys, content_id(sample_dir / "scenes.mp4"), embedder,
                        StoredDescriptions())
     # One request at a time: the scripted replies are in the order the method asks them.
-    llm = LLMClient(base_url=server.base_url, model="scripted", cache=False, max_retries=0, concurrency=1)
+    llm = LLMClient(base_url=server.base_url, profile=SCRIPTED_PROFILE, cache=False, max_retries=0, concurrency=1)
     return question, tools, llm
 
 
@@ -504,7 +505,7 @@ def test_independent_parts_of_a_question_run_at_once_and_trace_as_one_at_a_time(
     try:
         for concurrency in (1, 4):
             endpoint.reset()
-            llm = LLMClient(base_url=endpoint.base_url, model="scripted", cache=False, max_retries=0,
+            llm = LLMClient(base_url=endpoint.base_url, profile=SCRIPTED_PROFILE, cache=False, max_retries=0,
                             concurrency=concurrency)
             agent = (CAViAR(llm, strategies=every_task(["think", "finish"], ["retrieval_qa", "finish"],
                                                        ["find_when", "finish"]), max_steps=2)

@@ -30,7 +30,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # defaults is pinned in test_agents.py.
 METHODS = {
     "videoagent2": ["method.max_steps=1"],
-    "traveler": ["method.max_iterations=1", "method.questions=1", "method.window=3"],
+    # The first iteration's frames are the initial ones.
+    "traveler": ["method.max_iterations=1", "method.questions=1", "method.initial_captions=2"],
     "caviar": ["method.max_steps=1"],
     "caviar_agent": ["method.max_steps=1"],
     "caviar_single_program": [],
@@ -761,7 +762,8 @@ EXPERIMENTS = {
     "direct_neptune": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {"transcript": False}),
     "direct_transcript_neptune": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {"transcript": True}),
     "traveler_nextqa": ("TraveLER", "gpt-4-1106-preview", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 5}),
-    "traveler_egoschema": ("TraveLER", "gpt-4-1106-preview", "gpt-4-1106-preview", {"window": 4}),
+    # Captions only (the public EgoSchema config): no vision model is asked, and the LLM takes no images.
+    "traveler_egoschema": ("TraveLER", "gpt-4-1106-preview", None, {"window": 4, "questions": 0}),
     "traveler_perception_test": ("TraveLER", "gpt-3.5-turbo-0125", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 5}),
     "traveler_star": ("TraveLER", "gpt-3.5-turbo-0125", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 3}),
     "traveler_causal_vidqa": ("TraveLER", "gpt-3.5-turbo-0125", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 5}),
@@ -782,7 +784,12 @@ def test_every_paper_experiment_composes_and_builds_its_method_and_models(tmp_pa
         cfg = load_config([f"+experiment={name}", f"store.uri={tmp_path / 'db'}"])
         agent = instantiate(cfg.method, llm=instantiate(cfg.llm.client))
         vision = instantiate(cfg.vision)
-        assert (type(agent).__name__, agent.llm.model, vision.llm.model) == (method, llm_model, vision_model), name
+        vision_llm = getattr(vision, "llm", None)
+        assert (type(agent).__name__, agent.llm.model, vision_llm and vision_llm.model) == (
+            method, llm_model, vision_model), name
+        # The structured-output mode each model's provider documents (JSON mode only before gpt-4o).
+        assert agent.llm.profile.structured_output == (
+            "json_object" if llm_model.startswith(("gpt-4-", "gpt-3.5")) else "json_schema"), name
         assert all(cfg.method[k] == v for k, v in settings.items()), name
         assert name.endswith("_" + cfg.dataset.name), name
         assert all(load_prompt(prompt) for prompt in getattr(agent, "prompts", {}).values()), name

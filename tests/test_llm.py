@@ -16,7 +16,9 @@ from vidprep.stages.models.llm import LLMClient, LLMError, LLMReplyError, image_
 from vidprep.store.artifacts import SUMMARIES
 from vidprep.store.keys import content_id
 from vidprep.store.store import Store
-from tests.conftest import config_for
+from vidprep.conf.checks import ModelRefused
+from vidprep.stages.models.profiles import ModelProfile
+from tests.conftest import SCRIPTED_PROFILE, config_for
 from vidprep.jobs.bench.endpoint import ScriptedEndpoint
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"],
@@ -32,7 +34,7 @@ def server():
 
 
 def client(server, tmp_path=None, **options) -> LLMClient:
-    settings = dict(base_url=server.base_url, model="scripted", timeout_s=2.0, max_retries=3,
+    settings = dict(base_url=server.base_url, profile=SCRIPTED_PROFILE, timeout_s=2.0, max_retries=3,
                     backoff_s=0.05, cache=tmp_path is not None)
     llm = LLMClient(**(settings | options))
     if tmp_path:
@@ -79,12 +81,49 @@ def test_still_malformed_after_repair_carries_the_raw_reply(server):
     assert error.value.raw == "{broken"
 
 
-def test_schema_is_sent_as_response_format(server):
-    client(server).complete_json(ASK, SCHEMA)
-    client(server, structured_output="json_object").complete_json(ASK, SCHEMA)
-    first, second = (r["response_format"] for r in server.requests)
-    assert first["type"] == "json_schema" and first["json_schema"]["schema"] == SCHEMA
-    assert second == {"type": "json_object", "schema": SCHEMA}
+def test_each_profiles_structured_output_mode_asks_for_the_schema_its_own_way(server):
+    modes = ("json_schema", "json_object", "json_object_schema", "text")
+    for mode in modes:
+        profile = ModelProfile("scripted", 4096, 4096, structured_output=mode, max_string_chars=300)
+        assert client(server, profile=profile).complete_json(ASK, SCHEMA) == {"answer": 42}
+    formats = [r.get("response_format") for r in server.requests]
+    assert formats[0]["type"] == "json_schema" and formats[0]["json_schema"]["schema"] == SCHEMA
+    # JSON mode takes no schema: it is asked for in words, which also says "JSON" as OpenAI requires.
+    assert formats[1] == {"type": "json_object"}
+    assert formats[2] == {"type": "json_object", "schema": SCHEMA}
+    assert formats[3] is None
+    for request, in_words in zip(server.requests, (False, True, False, True)):
+        last = request["messages"][-1]["content"]
+        assert (json.dumps(SCHEMA) in last and "JSON" in last) == in_words, (request, in_words)
+
+
+def test_a_plain_text_reply_gives_the_json_object_it_holds(server):
+    text = ModelProfile("scripted", 4096, 4096, structured_output="text")
+    server.script = [("reply", 'Sure! Here it is:\n```json\n{"answer": 42}\n```')]
+    assert client(server, profile=text).complete_json(ASK, SCHEMA) == {"answer": 42}
+    # Where the model is asked for a schema by its response_format, the text must be the JSON itself.
+    server.script = [("reply", 'Here: {"answer": 42}'), ("reply", 'Here: {"answer": 42}')]
+    with pytest.raises(LLMReplyError):
+        client(server).complete_json(ASK, SCHEMA)
+
+
+def test_a_refused_response_format_or_image_stops_with_the_model_and_the_setting_not_a_retry(server):
+    message = "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."
+    server.script = [("status", 400, {}, message)]
+    with pytest.raises(ModelRefused, match=r"scripted at .* refused a request's response_format .*"
+                                           r"structured_output=json_schema.*profile@llm.client.profile") as error:
+        client(server).complete_json(ASK, SCHEMA)
+    assert len(server.requests) == 1 and "\n" not in str(error.value)
+    # An image the profile says the model does not take is never sent.
+    text_only = ModelProfile("scripted", 4096, 4096, max_images=0)
+    ask_with_image = [{"role": "user", "content": [{"type": "text", "text": "What is it?"}, image_part(b"jpeg")]}]
+    with pytest.raises(ModelRefused, match="scripted takes 0 images per request"):
+        client(server, profile=text_only).complete(ask_with_image)
+    assert len(server.requests) == 1
+    # Any other 400 is the question's failure, as before.
+    server.script = [("status", 400, {}, "This model's maximum context length is 4096 tokens.")]
+    with pytest.raises(LLMError, match="refused the request: 400"):
+        client(server).complete(ASK)
 
 
 def test_persistent_cache_hits_across_clients_and_can_be_switched_off(server, tmp_path):
@@ -320,7 +359,8 @@ def test_caption_stages_keep_the_endpoints_requests_in_flight_and_store_what_one
 def test_two_processes_on_one_endpoint_share_its_limit():
     endpoint = ScriptedEndpoint(latency_s=0.3, default='{"answer": 1}')
     job = ("import sys; from vidprep.stages.models.llm import LLMClient; "
-           "llm = LLMClient(base_url=sys.argv[1], model='m', cache=False, concurrency=4); "
+           "from vidprep.stages.models.profiles import ModelProfile; "
+           "llm = LLMClient(base_url=sys.argv[1], profile=ModelProfile('m', 4096, 4096), cache=False, concurrency=4); "
            "list(llm.in_flight(lambda i: llm.complete([{'role': 'user', 'content': str(i)}]), range(8)))")
     try:
         jobs = [subprocess.Popen([sys.executable, "-c", job, endpoint.base_url]) for _ in range(2)]

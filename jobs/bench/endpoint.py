@@ -61,7 +61,7 @@ class ScriptedEndpoint:
     limit on requests in flight: with the next scripted action, else `reply(body)` where given, else
     `default`. The bench's endpoint (fitting replies) and the tests' scripted one.
 
-    Actions: ("reply", text), ("status", code, {headers}), ("hang", seconds), ("drop",), and
+    Actions: ("reply", text), ("status", code, {headers}[, message]), ("hang", seconds), ("drop",), and
     ("reply_then_die", text): answer, then shut the server down (connections are refused after).
     Counted: the requests and their Authorization headers, the most in flight at once (`peak`), and the
     requests answered over the time at least one was in flight (`rate`).
@@ -112,8 +112,8 @@ class ScriptedEndpoint:
                     time.sleep(action[1])
                     action = ("reply", owner.default)
                 if action[0] == "status":
-                    self._send(action[1], {"error": {"message": f"scripted {action[1]}"}},
-                               action[2] if len(action) > 2 else {})
+                    message = action[3] if len(action) > 3 else f"scripted {action[1]}"
+                    self._send(action[1], {"error": {"message": message}}, action[2] if len(action) > 2 else {})
                     return
                 self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                  "choices": [{"index": 0, "finish_reason": "stop",

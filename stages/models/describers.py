@@ -8,6 +8,8 @@ describes each group of frames as it comes, as many at once as the model's endpo
 import functools
 from collections.abc import Iterable, Iterator
 
+from vidprep.conf.checks import ConfigError
+from vidprep.stages.base import evenly_spaced
 from vidprep.stages.models.devices import check_device
 from vidprep.stages.models.llm import LLMClient, image_part
 from vidprep.stages.prompts import load_prompt, prompt_hash
@@ -68,6 +70,9 @@ class VisionLanguageDescriber(Component):
     }
 
     def __init__(self, llm: LLMClient, prompt: str = "caption_v1.txt"):
+        if llm.profile.max_images < 1:
+            raise ConfigError(f"describer.llm: {llm.model} takes no images (its profile); choose a vision "
+                              "model's profile (profile@llm.client.profile=...) or describer=shipped")
         self.llm = llm
         self.prompt = prompt
 
@@ -80,6 +85,8 @@ class VisionLanguageDescriber(Component):
         return f"vlm({self.llm.model_id},{self.prompt}@{prompt_hash(self.prompt)})"
 
     def describe(self, jpegs: list[bytes]) -> tuple[str, float]:
+        # As many of the frames, evenly spaced, as the model takes in one request.
+        jpegs = evenly_spaced(jpegs, self.llm.profile.max_images)
         content = [{"type": "text", "text": self.instructions}] + [image_part(j) for j in jpegs]
         reply = self.llm.complete_json([{"role": "user", "content": content}], self.SCHEMA)
         return reply["caption"], reply["confidence"] / 5

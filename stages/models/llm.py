@@ -22,9 +22,10 @@ import jsonschema
 import openai
 import tenacity
 
-from vidprep.conf.checks import ConfigError, EndpointUnreachable, check_range
+from vidprep.conf.checks import EndpointUnreachable, ModelRefused, check_range
 from vidprep.stages.context import Component, Usage, WorkerContext, count_in_scopes
 from vidprep.stages.models.endpoint_slots import endpoint_slots
+from vidprep.stages.models.profiles import ModelProfile
 
 # Usage counts of requests in flight at once (any client of this process).
 _BOOKKEEPING = threading.Lock()
@@ -50,6 +51,10 @@ TRANSIENT = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimit
 
 class LLMError(RuntimeError):
     """The endpoint could not give a usable reply within the retry budget."""
+
+
+# Words of a 400 that refuses the request's form rather than its content: the model's profile is wrong.
+REFUSED_FORMATS = ("response_format", "json_schema", "json_object", "image")
 
 
 def check_endpoints(config) -> None:
@@ -98,22 +103,19 @@ class LLMClient(Component):
     `max_retries` times, the wait doubling from `backoff_s` up to `max_backoff_s`; a 429's Retry-After
     wins."""
 
-    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
-                 temperature: float = 0.0, max_tokens: int = 512, timeout_s: float = 60.0,
-                 max_retries: int = 5, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
-                 concurrency: int = 4, cache: bool = True, structured_output: str = "json_schema",
-                 max_string_chars: int | None = None, seed: int | None = 0):
-        if structured_output not in ("json_schema", "json_object"):
-            raise ConfigError(f"llm.client.structured_output must be json_schema or json_object, got {structured_output!r}")
-        for setting, value, low, high in (("temperature", temperature, 0, 2), ("max_tokens", max_tokens, 1, None),
+    def __init__(self, base_url: str, profile: ModelProfile, model: str | None = None,
+                 api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.0, max_tokens: int = 512,
+                 timeout_s: float = 60.0, max_retries: int = 5, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
+                 concurrency: int = 4, cache: bool = True, seed: int | None = 0):
+        for setting, value, low, high in (("temperature", temperature, 0, 2),
+                                          ("max_tokens", max_tokens, 1, profile.max_output_tokens),
                                           ("timeout_s", timeout_s, 0.1, None), ("max_retries", max_retries, 0, 100),
                                           ("backoff_s", backoff_s, 0, None), ("max_backoff_s", max_backoff_s, backoff_s, None),
-                                          ("concurrency", concurrency, 1, None),
-                                          ("max_string_chars", max_string_chars or 1, 1, None)):
+                                          ("concurrency", concurrency, 1, None)):
             check_range(f"llm.client.{setting}", value, low, high)
-        self.base_url, self.model = base_url, model
-        self.structured_output = structured_output
-        self.max_string_chars = max_string_chars
+        self.base_url, self.profile = base_url, profile
+        # The endpoint's name for the model: the profile's unless the server serves it by another.
+        self.model = model or profile.model
         self.api_key_env = api_key_env
         self.temperature, self.max_tokens, self.seed = temperature, max_tokens, seed
         self.timeout_s, self.max_retries = timeout_s, max_retries
@@ -160,11 +162,17 @@ class LLMClient(Component):
                   "max_tokens": max_tokens or self.max_tokens}
         if self.seed is not None:
             params["seed"] = self.seed
-        if schema is not None and self.structured_output == "json_object":
-            params["response_format"] = {"type": "json_object", "schema": _bounded(schema, self.max_string_chars)}
-        elif schema is not None:
+        mode = self.profile.structured_output
+        if schema is None or mode == "text":
+            return params
+        if mode == "json_schema":
             params["response_format"] = {"type": "json_schema",
                                          "json_schema": {"name": "reply", "schema": schema, "strict": True}}
+        elif mode == "json_object":
+            params["response_format"] = {"type": "json_object"}
+        else:
+            params["response_format"] = {"type": "json_object",
+                                         "schema": _bounded(schema, self.profile.max_string_chars)}
         return params
 
     def check(self, timeout_s: float = 10.0) -> None:
@@ -188,7 +196,16 @@ class LLMClient(Component):
 
     def complete(self, messages: list, schema: dict | None = None, max_tokens: int | None = None,
                  temperature: float | None = None) -> str:
-        """The reply text (cached when caching is on); max_tokens and temperature default to the client's."""
+        """The reply text (cached when caching is on); max_tokens and temperature default to the client's.
+        A reply cut at max_tokens is returned as it is: free text is used up to where it stopped."""
+        images = sum(part.get("type") == "image_url" for m in messages if isinstance(m["content"], list)
+                     for part in m["content"])
+        if images > self.profile.max_images:
+            raise ModelRefused(f"{self.model} takes {self.profile.max_images} images per request (its profile), "
+                               f"and this request has {images}: choose a vision model's profile, or a method "
+                               "setting that sends fewer frames at once")
+        if schema is not None and self.profile.structured_output in ("json_object", "text"):
+            messages = _asking_for(schema, messages)
         messages = [_text_only(m) for m in messages]
         params = self._params(schema, max_tokens, temperature)
         key = self.cache_key(messages, params)
@@ -232,8 +249,9 @@ class LLMClient(Component):
                       temperature: float | None = None) -> dict:
         """A reply validated against `schema`; one repair attempt, then LLMReplyError with the raw text."""
         raw = self.complete(messages, schema, max_tokens, temperature)
+        in_text = self.profile.structured_output == "text"
         try:
-            return _validated(raw, schema)
+            return _validated(raw, schema, in_text)
         except ValueError as first:
             repair = messages + [
                 {"role": "assistant", "content": raw},
@@ -242,7 +260,7 @@ class LLMClient(Component):
             ]
             repaired = self.complete(repair, schema, max_tokens, temperature)
             try:
-                return _validated(repaired, schema)
+                return _validated(repaired, schema, in_text)
             except ValueError as second:
                 raise LLMReplyError(f"reply from {self.model} does not match the schema ({second})",
                                     repaired) from None
@@ -260,6 +278,13 @@ class LLMClient(Component):
         except openai.APIStatusError as error:
             # A refused request (bad key, unknown model, too long) is not retried: it would fail again.
             self._count(calls=1)
+            if error.status_code == 400 and any(word in str(error.message).lower() for word in REFUSED_FORMATS):
+                # The profile promised what the model does not take: every request would be refused alike.
+                raise ModelRefused(
+                    f"{self.model} at {self.base_url} refused a request's {_refused_part(error.message)} "
+                    f"({error.message}); its profile says structured_output={self.profile.structured_output}, "
+                    f"max_images={self.profile.max_images}: choose the profile of this model "
+                    "(profile@llm.client.profile=..., or profile@vision.llm.profile=...)") from None
             raise LLMError(f"{self.base_url} refused the request: {error.status_code}: {error.message}") from None
         usage = response.usage
         prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
@@ -308,7 +333,25 @@ def _bounded(schema, limit: int | None):
     return bounded
 
 
-def _validated(raw: str, schema: dict) -> dict:
+def _asking_for(schema: dict, messages: list) -> list:
+    """The messages with the schema asked for in words at the end of the last one: JSON mode and plain
+    text carry no schema of their own (and OpenAI's JSON mode refuses messages that never say JSON)."""
+    ask = f"Reply with only a JSON object that matches this JSON schema:\n{json.dumps(schema)}"
+    last = messages[-1]
+    content = last["content"]
+    content = content + [{"type": "text", "text": ask}] if isinstance(content, list) else f"{content}\n\n{ask}"
+    return messages[:-1] + [{**last, "content": content}]
+
+
+def _refused_part(message: str) -> str:
+    return "images" if "image" in str(message).lower() else "response_format"
+
+
+def _validated(raw: str, schema: dict, in_text: bool = False) -> dict:
+    """The reply's JSON, checked against `schema`; `in_text`: a plain-text reply, whose JSON object may
+    stand inside a code fence or a sentence (from its first "{" to its last "}")."""
+    if in_text and "{" in raw:
+        raw = raw[raw.index("{"):raw.rindex("}") + 1] if "}" in raw else raw[raw.index("{"):]
     try:
         # Grammar-constrained servers (llama.cpp) let raw newlines into strings; the meaning is unambiguous.
         value = json.loads(raw, strict=False)
