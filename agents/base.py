@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from vidprep.conf.checks import check_range
 from vidprep.stages.context import Component, Usage, counted
 from vidprep.stages.models.llm import LLMClient, LLMError
+from vidprep.agents.vision import VisionQuestion
 
 # "mcq" (answer: choice index), "open" (answer: text) and "rtl", reasoning temporal localisation
 # (answer: [start, end] in seconds).
@@ -179,14 +180,18 @@ class Agent(Component):
     # Whether the method asks the vision backend about frames (its paper's results depend on a vision model).
     asks_visual_questions = False
 
-    def __init__(self, llm: LLMClient, temperature: float | None = None):
-        # A method's own sampling temperature where its paper or public code sets one (None: the LLM config's).
+    def __init__(self, llm: LLMClient, temperature: float | None = None,
+                 vision_question: VisionQuestion | None = None):
+        # A method's own sampling temperature where its paper or public code sets one (None: the LLM config's),
+        # and its own way of asking a vision model about frames.
         if temperature is not None:
             check_range("method.temperature", temperature, 0, 2)
         self.llm, self.temperature = llm, temperature
+        self.vision_question = vision_question or VisionQuestion()
 
     def answer(self, question: Question, tools) -> Prediction:
         trace = tools.trace = Trace(self.llm, self.temperature)
+        tools.vision_question = self.vision_question
         try:
             answer = self.solve(question, tools, trace)
         except (InvalidAnswer, LLMError) as error:
@@ -198,3 +203,8 @@ class Agent(Component):
 
     def solve(self, question: Question, tools, trace: Trace):
         raise NotImplementedError
+
+    def unlike_its_paper(self) -> list[str]:
+        """What in this method's settings makes a run unlike its paper's (said with the run's output,
+        recorded with it and marked in the report)."""
+        return []

@@ -23,11 +23,18 @@ from vidprep.agents.base import (
 )
 from vidprep.agents.sandbox import Sandbox
 from vidprep.agents.tools import VIDEO_TOOLS, ToolResult, tool, tools_of
+from vidprep.agents.vision import VisionQuestion
+from vidprep.stages.models.llm import LLMReplyError
 from vidprep.stages.prompts import load_prompt
 
 # `finish` ends the program; every other module is a registered tool (agents/tools.py or below).
 FINISH = '''def finish(answer) -> None:
     """End with the final answer (see the form required below)."""'''
+# retrieval_qa's question to the model about the frames it found: its own instruction, free text with its
+# reasoning (the paper asks modules that answer to write out their reasoning for the critic; the size is ours).
+RETRIEVAL_QA_QUESTION = VisionQuestion("caviar/retrieval_qa_v1.txt", max_tokens=512, rated=False)
+# The shipped, dataset-agnostic critic examples (a dataset's own are built by `vidprep critic-examples`).
+GENERIC_CRITIC_EXAMPLES = "caviar/critic_examples_v2.txt"
 PROGRAM_SCHEMA = {"type": "object", "properties": {"thought": {"type": "string"}, "code": {"type": "string"}},
                   "required": ["thought", "code"], "additionalProperties": False}
 TEXT_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
@@ -37,7 +44,8 @@ ANSWER_FORMS = {"mcq": "the number of the correct choice (an int)", "open": "a s
 PROMPTS = {"agent": "caviar/agent_v2.txt", "think": "caviar/think_v1.txt", "asr": "caviar/asr_v1.txt",
            "asr_consolidate": "caviar/asr_consolidate_v1.txt", "direct": "caviar/direct_v1.txt",
            "direct_answer": "caviar/direct_answer_v1.txt",
-           "forced_finish": "caviar/forced_finish_v1.txt", "critic": "caviar/critic_v2.txt"}
+           "forced_finish": "caviar/forced_finish_v1.txt", "critic": "caviar/critic_v2.txt",
+           "self_evaluation": "caviar/self_evaluation_v1.txt"}
 
 
 class VideoModules:
@@ -91,7 +99,7 @@ class VideoModules:
         # The answer is asked about as many of the relevant frames as fit the model at once, evenly spread.
         step = max(1, len(picked) // self.window_frames)
         used = picked[::step][:self.window_frames]
-        answer, confidence = self.tools.vision.ask(str(query), used, self.tools)
+        answer, confidence = self.tools.vision.ask(str(query), used, self.tools, self.tools.vision_question)
         value = {"answer": answer, "frames": [f.timestamp for f in used], "reason": " | ".join(reasons)}
         return ToolResult(json.dumps(value, ensure_ascii=False), confidence, value["frames"], value)
 
@@ -175,18 +183,20 @@ class CAViAR(Agent):
     def __init__(self, llm, strategies: dict | None = None, direct: dict | None = None, max_steps: int = 6,
                  forced_finish: bool = True, critic: bool = True, window_frames: int = 120,
                  transcript_chunk_chars: int | None = None, step_time_limit_s: float = 10.0, memory_mb: int = 256,
-                 prompts: dict | None = None, critic_examples: str = "caviar/critic_examples_v2.txt",
-                 temperature: float | None = None, name: str = "caviar"):
-        super().__init__(llm, temperature)
+                 prompts: dict | None = None, critic_examples: str = GENERIC_CRITIC_EXAMPLES,
+                 temperature: float | None = None, name: str = "caviar",
+                 vision_question: VisionQuestion = RETRIEVAL_QA_QUESTION, self_evaluation: bool = False):
+        super().__init__(llm, temperature, vision_question)
         # The ablations' configs name themselves, so their runs are told apart in evaluate and the report.
         self.name = name
         self.strategies = {task: [list(s) for s in (strategies or {}).get(task) or []] for task in TASKS}
         self.direct = {task: (direct or {}).get(task) for task in TASKS}
         for task in TASKS:
             unknown = {m for s in self.strategies[task] for m in s} - set(all_modules()) - {"finish"}
-            if unknown or any("finish" not in s for s in self.strategies[task]):
-                raise ConfigError(f"method.strategies.{task}: unknown modules {sorted(unknown)} or a strategy "
-                                  "without finish")
+            # With self-evaluation, the self-evaluation module decides when the answer is final, not finish.
+            if unknown or any(("finish" in s) == self_evaluation for s in self.strategies[task]):
+                raise ConfigError(f"method.strategies.{task}: unknown modules {sorted(unknown)}, or a strategy "
+                                  f"{'with' if self_evaluation else 'without'} finish")
             if self.direct[task] not in (None, "retrieval_qa", "find_when", "asr_understanding"):
                 raise ConfigError(f"method.direct.{task}: {self.direct[task]!r} is not a module that answers a query")
             if not (self.strategies[task] or self.direct[task]):
@@ -204,6 +214,13 @@ class CAViAR(Agent):
         self.step_time_limit_s, self.memory_mb = step_time_limit_s, memory_mb
         self.prompts = {**PROMPTS, **(prompts or {})}
         self.critic_examples = critic_examples
+        self.self_evaluation = self_evaluation
+
+    def unlike_its_paper(self) -> list[str]:
+        if self.critic and self.critic_examples == GENERIC_CRITIC_EXAMPLES:
+            return ["the critic's in-context examples are the generic hand-written ones, not 4 built from this "
+                    "dataset's traces as in the paper (`vidprep critic-examples`, then dataset.critic_examples)"]
+        return []
 
     def _modules(self, tools, trace: Trace) -> VideoModules:
         window = min(self.window_frames, tools.vision.max_frames or self.window_frames)
@@ -228,6 +245,11 @@ class CAViAR(Agent):
                 if result.finished:
                     answer = result.answer
                     break
+                if self.self_evaluation:
+                    answer = self._self_evaluated(question, trace, user + f"\n\nStep {step + 1} program:\n"
+                                                  f"{program['code']}\nResult:\n{result.for_prompt()}", index)
+                    if answer is not None:
+                        break
         finally:
             sandbox.close()
         if answer is None and self.forced_finish:
@@ -235,6 +257,17 @@ class CAViAR(Agent):
                                answer_schema(question), strategy=index)
             answer = forced.get("answer", [forced.get("start"), forced.get("end")])
         return {"strategy": index, "modules": modules, "steps": history, "answer": answer}
+
+    def _self_evaluated(self, question, trace: Trace, steps: str, index: int):
+        """Table 5's self-evaluation module (after Wang et al.): the answer the steps support, final only
+        when the model rates its confidence 3 of 3 (None: gather more)."""
+        schema = answer_schema(question)
+        schema["properties"]["confidence"] = {"type": "integer", "enum": [1, 2, 3]}
+        judged = trace.ask("self_evaluation", load_prompt(self.prompts["self_evaluation"]), steps, schema,
+                           strategy=index)
+        if judged["confidence"] < 3:
+            return None
+        return judged.get("answer", [judged.get("start"), judged.get("end")])
 
     def _direct(self, question, tools, module: str, trace: Trace, index: int) -> dict:
         """The module applied to the query itself, told to write out its reasoning; its result is put in
@@ -262,16 +295,24 @@ class CAViAR(Agent):
         planned = ([(self._direct, self.direct[question.task])] if self.direct[question.task] else []) + [
             (self._reason, modules) for modules in self.strategies[question.task]]
 
-        def run(numbered: tuple, tools, trace: Trace) -> dict:
+        def run(numbered: tuple, tools, trace: Trace) -> dict | None:
             index, (strategy, modules) = numbered
-            return strategy(question, tools, modules, trace, index)
+            try:
+                return strategy(question, tools, modules, trace, index)
+            except LLMReplyError as error:
+                # One strategy's malformed reply drops that strategy before the critic; the others go on.
+                trace.record("dropped", strategy=index, modules=modules, reason=str(error))
+                return None
 
         # The strategies are independent: they run at once, their traces in strategy order.
-        runs = trace.at_once(tools, run, enumerate(planned, 1))
+        runs = [r for r in trace.at_once(tools, run, enumerate(planned, 1)) if r is not None]
+        if not runs:
+            raise InvalidAnswer("every strategy's reply was malformed")
         for run in runs:
             trace.record("strategy", strategy=run["strategy"], modules=run["modules"], shown=shown_trace(run),
                          answer=run["answer"])
         order = [r["strategy"] for r in runs]
+        by_number = {r["strategy"]: r for r in runs}
         if self.critic and len(runs) > 1:
             schema = {"type": "object", "properties": {
                 "critique": {"type": "string"},
@@ -287,7 +328,7 @@ class CAViAR(Agent):
         errors = []
         for number in order:
             try:
-                answer = self._checked(question, runs[number - 1]["answer"], tools.duration)
+                answer = self._checked(question, by_number[number]["answer"], tools.duration)
             except InvalidAnswer as error:
                 errors.append(f"strategy {number}: {error}")
                 trace.record("fallback", strategy=number, reason=str(error))

@@ -18,6 +18,7 @@ import numpy as np
 from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS, Frame, FrameCaption
 from vidprep.store.store import Store
 from vidprep.conf.checks import ArtifactMissing
+from vidprep.agents.vision import VisionQuestion
 
 
 @dataclass
@@ -49,15 +50,22 @@ class Tool:
         return [p for p in self.signature.parameters.values() if p.name != "self"]
 
     def arguments_schema(self) -> dict:
-        """The JSON schema of the tool's arguments (those without a default are required)."""
+        """The JSON schema of the tool's arguments. Every one is required, as strict structured outputs
+        (OpenAI's) ask; one with a default may be null, which stands for its default (`arguments`)."""
         properties = {}
         for parameter in self.parameters:
             kind = typing.get_origin(parameter.annotation) or parameter.annotation
             properties[parameter.name] = {"type": _JSON_TYPES[kind]}
             if kind is list:
                 properties[parameter.name]["items"] = {"type": _JSON_TYPES[typing.get_args(parameter.annotation)[0]]}
-        required = [p.name for p in self.parameters if p.default is inspect.Parameter.empty]
-        return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+            if parameter.default is not inspect.Parameter.empty:
+                properties[parameter.name]["type"] = [_JSON_TYPES[kind], "null"]
+        return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+
+    @staticmethod
+    def arguments(given: dict) -> dict:
+        """The arguments of a call written to `arguments_schema`: a null one takes its default."""
+        return {name: value for name, value in given.items() if value is not None}
 
     def header(self) -> str:
         """The tool as a Python function header with its docstring (how CAViAR shows its modules)."""
@@ -126,7 +134,9 @@ class VideoTools:
         self.store, self.keys, self.video_id = store, keys, video_id
         self.text_embedder, self.vision, self.search_mode = text_embedder, vision, search_mode
         self.visited: list[float] = []
+        # Set by the method answering: its trace, and how it asks the vision model about frames.
         self.trace = None
+        self.vision_question = VisionQuestion()
         whole = store.video(video_id)["duration"]
         self.start, self.end = (0.0, whole) if clip is None else (max(0.0, clip[0]), min(clip[1], whole))
         self._within = None if clip is None else (self.start, self.end)
@@ -251,7 +261,7 @@ class VideoTools:
         """Ask about what is visible in the frames nearest to the given times in seconds (three evenly
         spaced frames of the video when none are given)."""
         frames = [self.frame_nearest(t) for t in timestamps] if timestamps else self.evenly_spaced_frames(3)
-        text, confidence = self.vision.ask(question, frames, self)
+        text, confidence = self.vision.ask(question, frames, self, self.vision_question)
         return ToolResult(text, confidence, [f.timestamp for f in frames])
 
     @tool

@@ -19,8 +19,12 @@ import json
 
 from vidprep.conf.checks import check_range
 from vidprep.agents.base import Agent, Trace, answer_schema, final_answer
+from vidprep.agents.vision import VisionQuestion
 from vidprep.stages.base import evenly_spaced
 from vidprep.stages.prompts import load_prompt
+
+# The public code's LMM call: its instruction, free text up to 150 tokens, sampled at temperature 1.
+LMM_QUESTION = VisionQuestion("traveler/lmm_v1.txt", max_tokens=150, temperature=1.0, rated=False)
 
 PLAN_SCHEMA = {"type": "object", "properties": {"plan": {"type": "string"}}, "required": ["plan"],
                "additionalProperties": False}
@@ -73,8 +77,9 @@ class TraveLER(Agent):
 
     def __init__(self, llm, window: int = 5, window_spacing: float = 1.0, questions: int = 3,
                  max_iterations: int = 9, max_memory_chars: int | None = None, initial_captions: int = 5,
-                 temperature: float | None = 1.0, prompts: dict | None = None):
-        super().__init__(llm, temperature)
+                 temperature: float | None = 1.0, prompts: dict | None = None,
+                 vision_question: VisionQuestion = LMM_QUESTION):
+        super().__init__(llm, temperature, vision_question)
         for setting, value in (("window", window), ("max_iterations", max_iterations),
                                ("initial_captions", initial_captions)):
             check_range(f"method.{setting}", value, 1)

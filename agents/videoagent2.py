@@ -22,6 +22,7 @@ from vidprep.agents.base import (
 from vidprep.agents.tools import VIDEO_TOOLS
 from vidprep.stages.prompts import load_prompt
 from vidprep.conf.checks import ConfigError, check_range
+from vidprep.agents.vision import VisionQuestion
 
 # The paper's retrieval tools: frame search, captions, speech and visual questions about frames.
 PAPER_TOOLS = ["search_frames", "segment_captions", "transcript", "visual_question"]
@@ -55,8 +56,9 @@ class VideoAgent2(Agent):
                  tool_confidence: bool = True, adjust_plan: bool = True, chain_of_thought: bool = True,
                  summary: bool = True, answer_prompt: str = "videoagent2/answer_v2.txt",
                  plan_prompt: str = "videoagent2/plan_v2.txt", reasoning_prompt: str = "videoagent2/reasoning_v1.txt",
-                 tool_confidence_prompt: str = "videoagent2/tool_confidence_v1.txt"):
-        super().__init__(llm)
+                 tool_confidence_prompt: str = "videoagent2/tool_confidence_v1.txt",
+                 vision_question: VisionQuestion = VisionQuestion()):
+        super().__init__(llm, vision_question=vision_question)
         check_range("method.confidence_threshold", confidence_threshold, 0, 5)
         check_range("method.max_steps", max_steps, 0)
         tools = PAPER_TOOLS if tools is None else tools
@@ -110,6 +112,6 @@ class VideoAgent2(Agent):
                                  + previous, plan_schema(self.tools, self.chain_of_thought))
                 pending = list(plan["steps"])
             action = pending.pop(0)
-            result = getattr(tools, action["tool"])(**action["arguments"])
+            result = getattr(tools, action["tool"])(**VIDEO_TOOLS[action["tool"]].arguments(action["arguments"]))
             memory.append(f"Step {step + 1}: {action['tool']}({json.dumps(action['arguments'])}) returned:\n"
                           f"{self._shown(result)}")

@@ -11,10 +11,29 @@ stored about those frames (their "looks like" descriptions, the captions of the 
 and their embeddings), LLoVi-style; a vision-language model instead sees the JPEGs themselves.
 """
 
+import dataclasses
+
 from vidprep.conf.checks import ConfigError, check_range
 from vidprep.stages.context import Component
 from vidprep.stages.models.llm import LLMClient, image_part
 from vidprep.stages.prompts import load_prompt, prompt_hash
+
+
+@dataclasses.dataclass(frozen=True)
+class VisionQuestion:
+    """How a method asks a vision model about frames, as its paper or public code does: the instruction,
+    the reply's token cap, its sampling temperature (None: the vision client's) and whether the reply is
+    rated (JSON with a 0-5 confidence) or free text, used as it is, also where it was cut at the cap."""
+
+    prompt: str = "videoagent2/visual_question_v1.txt"
+    max_tokens: int = 300
+    temperature: float | None = None
+    rated: bool = True
+
+    def __post_init__(self):
+        check_range("method.vision_question.max_tokens", self.max_tokens, 1)
+        if self.temperature is not None:
+            check_range("method.vision_question.temperature", self.temperature, 0, 2)
 
 
 def _spacing(frames) -> float:
@@ -53,7 +72,7 @@ class StoredDescriptions(Component):
         lines = self._lines(frames, tools, share)
         return [{"type": "text", "text": "Stored descriptions of the frames:\n" + "\n".join(lines)}]
 
-    def ask(self, question: str, frames, tools) -> tuple[str, float]:
+    def ask(self, question: str, frames, tools, how: VisionQuestion) -> tuple[str, float]:
         text, confidence = self.describe(frames, tools)
         return f"(offline: no visual model answers questions; stored descriptions of the frames)\n{text}", confidence
 
@@ -83,9 +102,9 @@ class StoredDescriptions(Component):
 
 class VisionLanguageModel(Component):
     """A vision-language model behind the LLM layer; the frames go as image parts, each after its time.
-    A question about frames uses TraveLER's LMM instruction, its answer capped at `answer_tokens` (its
-    150); `relevant_prompt` and `ranges_prompt` ask which frames of a window are relevant to a query and
-    which ranges may show an event (CAViAR's modules)."""
+    A question about frames is asked as the asking method says (its `VisionQuestion`); `relevant_prompt`
+    and `ranges_prompt` ask which frames of a window are relevant to a query and which ranges may show
+    an event (CAViAR's modules)."""
 
     sees_frames = True
 
@@ -103,22 +122,19 @@ class VisionLanguageModel(Component):
         "required": ["start", "end", "description"], "additionalProperties": False}}},
         "required": ["ranges"], "additionalProperties": False}
 
-    def __init__(self, llm: LLMClient, caption_prompt: str = "caption_v1.txt", question_prompt: str = "vqa_v1.txt",
-                 relevant_prompt: str = "vision_relevant_v1.txt", ranges_prompt: str = "vision_ranges_v1.txt",
-                 answer_tokens: int = 150):
-        check_range("vision.answer_tokens", answer_tokens, 1)
+    def __init__(self, llm: LLMClient, caption_prompt: str = "caption_v1.txt",
+                 relevant_prompt: str = "vision_relevant_v1.txt", ranges_prompt: str = "vision_ranges_v1.txt"):
         if llm.profile.max_images < 1:
             raise ConfigError(f"vision.llm: {llm.model} takes no images (its profile); choose a vision "
                               "model's profile (profile@vision.llm.profile=...) or vision=stored")
-        self.llm, self.answer_tokens = llm, answer_tokens
+        self.llm = llm
         self.max_frames = llm.profile.max_images
-        self.prompts = {"caption": caption_prompt, "question": question_prompt, "relevant": relevant_prompt,
-                        "ranges": ranges_prompt}
+        self.prompts = {"caption": caption_prompt, "relevant": relevant_prompt, "ranges": ranges_prompt}
 
     @property
     def model_id(self) -> str:
         prompts = ",".join(f"{p}@{prompt_hash(p)}" for p in self.prompts.values())
-        return f"vlm({self.llm.model_id},{prompts},{self.answer_tokens})"
+        return f"vlm({self.llm.model_id},{prompts})"
 
     def look(self, frames, tools, max_chars: int | None = None) -> list[dict]:
         parts = []
@@ -126,18 +142,23 @@ class VisionLanguageModel(Component):
             parts += [{"type": "text", "text": f"Frame {number} at {frame.timestamp:.1f}s:"}, image_part(frame.jpeg)]
         return parts
 
-    def _ask(self, text: str, frames, schema: dict, max_tokens: int | None = None) -> dict:
+    def _ask(self, text: str, frames, schema: dict, max_tokens: int | None = None,
+             temperature: float | None = None) -> dict:
         content = [{"type": "text", "text": text}] + self.look(frames, None)
-        return self.llm.complete_json([{"role": "user", "content": content}], schema, max_tokens)
+        return self.llm.complete_json([{"role": "user", "content": content}], schema, max_tokens, temperature)
 
     def describe(self, frames, tools) -> tuple[str, float]:
         reply = self._ask(load_prompt(self.prompts["caption"]), frames, self.CAPTION)
         return reply["caption"], reply["confidence"] / 5
 
-    def ask(self, question: str, frames, tools) -> tuple[str, float]:
-        reply = self._ask(f"{load_prompt(self.prompts['question'])}\nQuestion: {question}\n"
-                          "Reply as JSON with answer and confidence (0-5).", frames, self.ANSWER, self.answer_tokens)
-        return reply["answer"], reply["confidence"] / 5
+    def ask(self, question: str, frames, tools, how: VisionQuestion) -> tuple[str, float | None]:
+        text = f"{load_prompt(how.prompt)}\nQuestion: {question}"
+        if how.rated:
+            reply = self._ask(text, frames, self.ANSWER, how.max_tokens, how.temperature)
+            return reply["answer"], reply["confidence"] / 5
+        content = [{"type": "text", "text": text}] + self.look(frames, None)
+        return self.llm.complete([{"role": "user", "content": content}], max_tokens=how.max_tokens,
+                                 temperature=how.temperature), None
 
     def relevant(self, query: str, frames, tools) -> tuple[list, str]:
         reply = self._ask(load_prompt(self.prompts["relevant"]).format(query=query), frames, self.RELEVANT)
@@ -145,7 +166,11 @@ class VisionLanguageModel(Component):
         return [frames[n - 1] for n in sorted(numbers)], reply["reason"]
 
     def ranges(self, query: str, frames, tools) -> list[dict]:
-        reply = self._ask(load_prompt(self.prompts["ranges"]).format(query=query), frames, self.RANGES)
+        # A list of every range that may show the event: cut at a cap it would be no JSON at all, so it
+        # may be as long as the model writes (within a quarter of its context).
+        profile = self.llm.profile
+        reply = self._ask(load_prompt(self.prompts["ranges"]).format(query=query), frames, self.RANGES,
+                          min(profile.max_output_tokens, profile.context_tokens // 4))
         low, high = frames[0].timestamp, frames[-1].timestamp + _spacing(frames)
         found = []
         for r in reply["ranges"]:

@@ -196,7 +196,7 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
     get_class(cfg.answer.tools)
     # Built here once so a bad method or vision setting is reported before any worker starts.
     agent, vision = instantiate(cfg.method, llm=instantiate(cfg.llm.client)), instantiate(cfg.vision)
-    warnings = []
+    warnings = agent.unlike_its_paper()
     if agent.asks_visual_questions and not vision.sees_frames:
         warnings.append(f"{agent.name} asks visual questions, but no vision model sees the frames "
                         f"({cfg.vision._target_.rsplit('.', 1)[1]}): they are answered from what precompute "

@@ -31,6 +31,8 @@ class CaptionSegments(Stage):
 
     def run(self, video: dict, frames: Iterator[list], segments: Iterator[list]) -> Iterator[list[dict]]:
         closed, empty = collections.deque(), []
+        # No more of a segment's frames than its describer's model takes in one request.
+        per_segment = min(self.frames_per_segment, self.describer.max_frames or self.frames_per_segment)
 
         def closed_frames() -> Iterator[list[bytes]]:
             # Segments in order, each with the frames inside it; frames arrive in time order, and each one
@@ -43,14 +45,14 @@ class CaptionSegments(Stage):
                         segment = pending.pop(0)
                         if inside:
                             closed.append(segment)
-                            yield [f.jpeg for f in evenly_spaced(inside, self.frames_per_segment)]
+                            yield [f.jpeg for f in evenly_spaced(inside, per_segment)]
                         else:
                             empty.append(segment)
                         inside = []
                     inside.append(frame)
             if inside:
                 closed.append(pending.pop(0))
-                yield [f.jpeg for f in evenly_spaced(inside, self.frames_per_segment)]
+                yield [f.jpeg for f in evenly_spaced(inside, per_segment)]
             empty.extend(pending)
 
         for text, confidence in self.describer.describe_each(closed_frames()):

@@ -21,9 +21,9 @@ SCHEMA = {
 
 @dataclasses.dataclass
 class SummarizeVideo(Stage):
-    """Summary S from all segment captions; captions longer than `max_input_chars` are summarised in
-    chunks, then the chunk summaries are combined (repeatedly, until they fit). The reasoning is
-    asked for before the summary and not stored."""
+    """Summary S from all segment captions; captions longer than `max_input_chars` (null: half the
+    LLM's context, by its profile) are summarised in chunks, then the chunk summaries are combined
+    (repeatedly, until they fit). The reasoning is asked for before the summary and not stored."""
 
     version = 2
     artifact = SUMMARIES
@@ -35,10 +35,15 @@ class SummarizeVideo(Stage):
     llm: object = model_field()
     prompt: str = "summary_v2.txt"
     combine_prompt: str = "summary_combine_v2.txt"
-    max_input_chars: int = 6000
+    max_input_chars: int | None = None
 
     def __post_init__(self):
-        check_range("stages.summary.max_input_chars", self.max_input_chars, 500)
+        if self.max_input_chars is not None:
+            check_range("stages.summary.max_input_chars", self.max_input_chars, 500)
+
+    @functools.cached_property
+    def _input_chars(self) -> int:
+        return self.max_input_chars or self.llm.profile.context_chars(0.5, self.llm.max_tokens)
 
     @functools.cached_property
     def _prompts(self) -> tuple[str, str]:
@@ -51,8 +56,8 @@ class SummarizeVideo(Stage):
     def _chunks(self, lines: list[str]) -> list[str]:
         chunks, current = [], ""
         for line in lines:
-            line = line[: self.max_input_chars]
-            if current and len(current) + len(line) + 1 > self.max_input_chars:
+            line = line[: self._input_chars]
+            if current and len(current) + len(line) + 1 > self._input_chars:
                 chunks.append(current)
                 current = ""
             current += line + "\n"

@@ -219,6 +219,58 @@ def test_caviar_without_a_valid_answer_in_any_strategy_is_invalid(setting, serve
     assert not prediction.valid and "no strategy gave an answer" in prediction.error
 
 
+def test_a_caviar_strategy_with_a_malformed_reply_is_dropped_before_the_critic(setting, server):
+    question, tools, llm = setting
+    script(server, program("finish(1)"), program("finish(2)"), {"critique": "strategy 3 is right", "winners": [3]})
+    # Strategy 2's reply is no JSON, nor is its repair: that strategy is dropped, the question goes on.
+    server.script[1:1] = [("reply", "I think the answer is 3"), ("reply", "finish(3)")]
+    agent = CAViAR(llm, strategies=every_task(["think", "finish"], ["think", "finish"], ["think", "finish"]),
+                   max_steps=1)
+    prediction = agent.answer(question, tools)
+    assert prediction.valid and prediction.answer == 2, prediction.error
+    dropped = [s for s in prediction.trace if s["kind"] == "dropped"]
+    assert [d["strategy"] for d in dropped] == [2] and "does not match the schema" in dropped[0]["reason"]
+    critic = server.requests[-1]
+    assert critic["response_format"]["json_schema"]["schema"]["properties"]["winners"]["items"]["enum"] == [1, 3]
+    assert "Strategy 2" not in critic["messages"][1]["content"]
+
+
+@pytest.mark.parametrize("code,valid", [("r = retrieval_qa('a cat')\nfinish(1)", True),
+                                        ("r = retrieval_qa('a cat')\nprint(r)", False)])
+def test_caviar_single_program_answers_only_through_finish_in_its_one_program(setting, server, code, valid):
+    from hydra.utils import instantiate
+
+    from vidprep.jobs.config import load_config
+
+    question, tools, llm = setting
+    script(server, program(code))
+    agent = instantiate(load_config(["method=caviar_single_program"]).method, llm=llm)
+    prediction = agent.answer(question, tools)
+    assert (prediction.valid, prediction.answer) == ((True, 1) if valid else (False, None)), prediction.error
+    assert len(server.requests) == 1 and [s["kind"] for s in prediction.trace].count("program_result") == 1
+    if not valid:
+        assert prediction.error.startswith("InvalidAnswer: no strategy gave an answer")
+
+
+def test_caviar_self_evaluation_gathers_until_the_model_rates_its_answer_3_of_3(setting, server):
+    from hydra.utils import instantiate
+
+    from vidprep.jobs.config import load_config
+
+    question, tools, llm = setting
+    script(server, program("x = 1"), {"answer": 0, "confidence": 2}, program("y = 2"), {"answer": 1, "confidence": 3})
+    agent = instantiate(load_config(["method=caviar_self_evaluation"]).method, llm=llm)
+    prediction = agent.answer(question, tools)
+    assert prediction.valid and prediction.answer == 1, prediction.error
+    assert [s["kind"] for s in prediction.trace if s["kind"] in ("program", "self_evaluation")] == [
+        "program", "self_evaluation", "program", "self_evaluation"]
+    judged = server.requests[1]
+    assert judged["response_format"]["json_schema"]["schema"]["properties"]["confidence"]["enum"] == [1, 2, 3]
+    assert "Step 1 program:\nx = 1" in judged["messages"][-1]["content"]
+    # The agent is told of no finish: the self-evaluation decides when the answer is final.
+    assert "def finish" not in server.requests[0]["messages"][0]["content"]
+
+
 def test_caviar_direct_strategy_and_segments_passed_between_modules(setting, server):
     question, tools, llm = setting
     script(server, {"answer": 0, "confidence": 3},

@@ -1,17 +1,23 @@
 """`vidprep answer` and `vidprep evaluate` end to end with the real local LLM, on the sample questions."""
 
 import csv
+import itertools
 import json
 import pickle
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import yaml
 import pytest
+from omegaconf import OmegaConf
 
-from vidprep.pipeline.answer import answer
+from vidprep.pipeline.answer import AnswerWorker, answer
+from vidprep.pipeline.plan import build_plan
+from vidprep.store.keys import content_id
 from vidprep.conf.checks import ManifestError
 from vidprep.evaluation.tracking import track_answer_run
 from vidprep.evaluation.benchmarks import (activitynet_rtl, causal_vidqa, egoschema, intentqa, jsonl, lvbench,
@@ -22,7 +28,7 @@ from vidprep.conf.checks import ArtifactMissing
 from tests.conftest import SHARED_VIDEOS, config_for
 from tests.official_scoring import (official_causal_vidqa_accuracy, official_lvbench_accuracy,
                                     official_nextqa_accuracy, official_star_accuracy)
-from vidprep.jobs.bench.endpoint import ScriptedEndpoint
+from vidprep.jobs.bench.endpoint import ScriptedEndpoint, fitting_reply
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -79,7 +85,9 @@ def test_every_method_gives_a_valid_answer_and_a_trace_for_every_question(answer
     assert bool(summary.warnings) == (method not in ("llovi", "random"))
     assert all(line.startswith("warning: ") for line in summary.lines()[:len(summary.warnings)])
     if method == "caviar_single_program":
-        # The method's own failure: a program that never calls finish has no answer (counted invalid).
+        # The tiny model's one program, run in the sandbox; whether it calls finish is the model's doing
+        # (both outcomes are pinned with scripted programs in test_agents.py).
+        assert all(any(s["kind"] == "program_result" for s in json.loads(r["trace_json"])) for r in rows)
         assert all(r["valid"] or r["error"].startswith("InvalidAnswer: no strategy gave an answer") for r in rows)
     else:
         # The tiny model may place a span after the sample's end: invalid, never stored inverted.
@@ -122,7 +130,7 @@ def test_evaluate_prints_scores_per_method_and_export_writes_each_question(answe
     assert "95% CI" in one.stdout and "compared on" in done.stdout and "compared on" not in one.stdout
     # Each run's settings as overrides of its method's defaults, not only its key.
     assert "  settings: method=videoagent2 method.max_steps=1\n" in done.stdout
-    assert "  settings: method=traveler method.max_iterations=1 method.questions=1" in done.stdout
+    assert "  settings: method=traveler method.initial_captions=2 method.max_iterations=1 method.questions=1" in done.stdout
     assert "  settings: method=llovi\n" in done.stdout
     exported = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "export", "--run", key, "--out",
                                str(tmp_path), f"store.uri={cfg.store.uri}"], capture_output=True, text=True, timeout=120)
@@ -201,19 +209,42 @@ def test_sweep_on_the_ray_launcher_runs_each_job_as_a_ray_task(precomputed, samp
     assert store.scan("predictions", f"run_key = '{run_key}'").num_rows == 7
 
 
-def test_critic_examples_command_writes_the_run_traces_or_says_why_not(answered, precomputed, tmp_path):
+def _caviar_reply(body: dict) -> str:
+    """CAViAR's strategies all finish with choice 0 (scenes_first's ground truth); the critic names 1."""
+    schema = body["response_format"]["json_schema"]["schema"]["properties"]
+    if "code" in schema:
+        return json.dumps({"thought": "the first scene", "code": "finish(0)"})
+    if "winners" in schema:
+        return json.dumps({"critique": "strategy 1 reads the frames", "winners": [1]})
+    reply = json.loads(fitting_reply(body))
+    return json.dumps(reply | {"answer": 0} if isinstance(reply.get("answer"), int) else reply)
+
+
+def test_critic_examples_command_writes_a_caviar_runs_traces_and_refuses_other_runs(answered, precomputed,
+                                                                                   sample_dir, tmp_path):
     cfg, _, _ = precomputed
-    store, summaries = answered
+    shutil.copytree(cfg.store.uri, tmp_path / "db")
+    server = ScriptedEndpoint(reply=_caviar_reply)
+    try:
+        conf = config_for(tmp_path / "db", sample_dir, "method=caviar", "method.max_steps=1", "llm=openai",
+                          f"llm.client.base_url={server.base_url}", "llm.client.model=scripted",
+                          "llm.client.cache=false", "llm.client.max_retries=0")
+        worker = AnswerWorker(OmegaConf.to_yaml(conf, resolve=True), StoreSettings.from_config(conf.store),
+                              build_plan(conf.stages).keys, "caviar-probe", OmegaConf.to_container(conf.model, resolve=True))
+        question = next(q for q in jsonl.load(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
+        assert worker.answer({"question_json": json.dumps(question.to_dict()),
+                              "video_id": content_id(sample_dir / "scenes.mp4")})["valid"]
+    finally:
+        server.close()
     out = tmp_path / "examples.txt"
-    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "critic-examples", "--run",
-                           summaries["caviar"].run_key, "--out", str(out), f"store.uri={cfg.store.uri}"],
-                          capture_output=True, text=True, timeout=120)
-    if done.returncode == 0:
-        text = out.read_text()
-        assert text.startswith("Example 1\nQuestion: ") and "Winners: [" in text and "Strategy 3 (modules: " in text
-    else:
-        # SmolLM2 may get no held-out question right; the run's traces were still read.
-        assert "no question with a ground truth that some strategy got right" in done.stderr and not out.exists()
+    done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "critic-examples", "--run", "caviar-probe",
+                           "--out", str(out), f"store.uri={tmp_path / 'db'}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = out.read_text()
+    assert text.startswith("Example 1\nQuestion: What is shown at the very beginning of the video?")
+    assert "Strategy 3 (modules: find_when, get_segment, retrieval_qa, asr_understanding, think, finish)" in text
+    assert "Winners: [1, 2, 3]" in text
+    store, summaries = answered
     wrong = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "critic-examples", "--run",
                             summaries["llovi"].run_key, "--out", str(out), f"store.uri={cfg.store.uri}"],
                            capture_output=True, text=True, timeout=120)
@@ -673,15 +704,6 @@ def test_scores():
 
 
 def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewed(precomputed, sample_dir, tmp_path):
-    import shutil
-
-    from omegaconf import OmegaConf
-
-    from vidprep.pipeline.answer import AnswerWorker
-    from vidprep.pipeline.plan import build_plan
-    from vidprep.store.keys import content_id
-    from vidprep.store.settings import StoreSettings
-
     cfg, _, _ = precomputed
     # A copy: this run's prediction stays out of the store the other tests report on.
     shutil.copytree(cfg.store.uri, tmp_path / "db")
@@ -752,45 +774,43 @@ def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precompu
     assert ", 0 invalid, 1 failed (LLM errors, asked again next run)" in format_report("videoagent2", "k", scores)[1]
 
 
-# Each paper's main-table setting: (experiment, method class, LLM model, vision model, method settings).
-EXPERIMENTS = {
-    "caviar_lvbench": ("CAViAR", "gemini-1.5-flash", "gemini-1.5-flash", {"max_steps": 6}),
-    "direct_lvbench": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {"transcript": False}),
-    "caviar_activitynet_rtl": ("CAViAR", "gemini-1.5-flash", "gemini-1.5-flash", {}),
-    "direct_activitynet_rtl": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {}),
-    "caviar_neptune": ("CAViAR", "gemini-1.5-flash", "gemini-1.5-flash", {}),
-    "direct_neptune": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {"transcript": False}),
-    "direct_transcript_neptune": ("DirectAnswer", "gemini-1.5-flash", "gemini-1.5-flash", {"transcript": True}),
-    "traveler_nextqa": ("TraveLER", "gpt-4-1106-preview", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 5}),
-    # Captions only (the public EgoSchema config): no vision model is asked, and the LLM takes no images.
-    "traveler_egoschema": ("TraveLER", "gpt-4-1106-preview", None, {"window": 4, "questions": 0}),
-    "traveler_perception_test": ("TraveLER", "gpt-3.5-turbo-0125", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 5}),
-    "traveler_star": ("TraveLER", "gpt-3.5-turbo-0125", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 3}),
-    "traveler_causal_vidqa": ("TraveLER", "gpt-3.5-turbo-0125", "llava-hf/llava-v1.6-vicuna-13b-hf", {"window": 5}),
-    "videoagent2_nextqa": ("VideoAgent2", "gpt-4o-mini", "gpt-4o-mini", {"confidence_threshold": 4}),
-    "videoagent2_egoschema": ("VideoAgent2", "gpt-4o-mini", "gpt-4o-mini", {}),
-    "videoagent2_intentqa": ("VideoAgent2", "gpt-4o-mini", "gpt-4o-mini", {}),
-}
+METHODS_DOC = Path(__file__).resolve().parents[1] / "docs" / "methods.md"
+METHOD_CLASSES = {"caviar": "CAViAR", "direct": "DirectAnswer", "traveler": "TraveLER", "videoagent2": "VideoAgent2"}
 
 
-def test_every_paper_experiment_composes_and_builds_its_method_and_models(tmp_path):
+def experiments_table() -> dict[str, dict]:
+    """docs/methods.md's table of the papers' settings: experiment -> its columns."""
+    lines = METHODS_DOC.read_text().split("| `+experiment=` |", 1)[1].splitlines()[2:]
+    rows = {}
+    for line in itertools.takewhile(lambda l: l.startswith("|"), lines):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = {"llm": cells[2].strip("`"), "vision": cells[3], "captioner": cells[4],
+                                     "settings": re.findall(r"`([\w.]+)=([^`]+)`", cells[5])}
+    return rows
+
+
+def test_every_paper_experiment_is_what_the_methods_table_says(tmp_path):
     from hydra.utils import instantiate
 
     from vidprep.jobs.config import config_groups, load_config
     from vidprep.stages.prompts import load_prompt
 
-    assert sorted(config_groups()["experiment"]) == sorted(EXPERIMENTS)
-    for name, (method, llm_model, vision_model, settings) in EXPERIMENTS.items():
+    table = experiments_table()
+    assert sorted(config_groups()["experiment"]) == sorted(table)
+    for name, row in table.items():
         cfg = load_config([f"+experiment={name}", f"store.uri={tmp_path / 'db'}"])
         agent = instantiate(cfg.method, llm=instantiate(cfg.llm.client))
-        vision = instantiate(cfg.vision)
-        vision_llm = getattr(vision, "llm", None)
-        assert (type(agent).__name__, agent.llm.model, vision_llm and vision_llm.model) == (
-            method, llm_model, vision_model), name
+        vision, describer = instantiate(cfg.vision), instantiate(cfg.stages.frame_captions.describer)
+        assert type(agent).__name__ == METHOD_CLASSES[name.split("_")[0]], name
+        assert agent.llm.model == row["llm"], name
+        assert (vision.llm.model if vision.sees_frames else "stored descriptions") == row["vision"].strip("`"), name
+        captioner = describer.llm.model if hasattr(describer, "llm") else "offline"
+        assert captioner == row["captioner"].strip("`").split(" (")[0], name
+        for key, value in row["settings"]:
+            assert OmegaConf.select(cfg, key) == yaml.safe_load(value), (name, key)
         # The structured-output mode each model's provider documents (JSON mode only before gpt-4o).
         assert agent.llm.profile.structured_output == (
-            "json_object" if llm_model.startswith(("gpt-4-", "gpt-3.5")) else "json_schema"), name
-        assert all(cfg.method[k] == v for k, v in settings.items()), name
+            "json_object" if row["llm"].startswith(("gpt-4-", "gpt-3.5")) else "json_schema"), name
         assert name.endswith("_" + cfg.dataset.name), name
         assert all(load_prompt(prompt) for prompt in getattr(agent, "prompts", {}).values()), name
     # TraveLER's shorter, simplified prompts where its paper used them (B.3, B.5).

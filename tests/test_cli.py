@@ -76,16 +76,19 @@ def test_every_command_has_help_with_its_own_options(command):
     assert done.returncode == 0 and done.stdout.startswith(f"usage: vidprep {command} "), done.stderr
     words = " ".join(done.stdout.split())
     if command != "sample":
-        assert "KEY=VALUE" in words and "method: caviar, caviar_agent, caviar_single_program, direct, direct_transcript, llovi, random, traveler, videoagent2" in words
+        assert "KEY=VALUE" in words and "method: caviar, caviar_agent, caviar_self_evaluation, caviar_single_program, direct, direct_transcript, llovi, random, traveler, videoagent2" in words
     assert not list(Path.cwd().glob("--help")), "a command took --help for a folder name"
 
 
 @pytest.mark.parametrize("line,expected", [
-    ("vidprep answer method=", {"method=caviar", "method=caviar_agent", "method=caviar_single_program", "method=direct",
+    ("vidprep answer method=", {"method=caviar", "method=caviar_agent", "method=caviar_self_evaluation",
+                                "method=caviar_single_program", "method=direct",
                                 "method=direct_transcript", "method=llovi", "method=random", "method=traveler",
                                 "method=videoagent2"}),
     ("vidprep answer method=tr", {"method=traveler"}),
     ("vidprep precompute data", {"dataset="}),
+    ("vidprep answer prof", {"profile@llm.client.profile="}),
+    ("vidprep answer profile@vision.llm.profile=qw", {"profile@vision.llm.profile=qwen2.5-vl-7b-vllm"}),
     ("vidprep sea", {"search"}),
 ])
 def test_shell_completion_lists_commands_and_config_options(tmp_path, line, expected):

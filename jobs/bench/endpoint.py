@@ -39,6 +39,10 @@ def fitting_reply(body: dict) -> str:
         if "enum" in schema:
             return schema["enum"][seed % len(schema["enum"])]
         kind = schema.get("type")
+        if isinstance(kind, list):
+            kind = kind[seed % len(kind)]
+        if kind == "null":
+            return None
         if kind == "object":
             return {name: instance(part) for name, part in schema.get("properties", {}).items()}
         if kind == "array":
@@ -52,8 +56,16 @@ def fitting_reply(body: dict) -> str:
         return f"reply {seed}"
 
     response_format = body.get("response_format") or {}
-    schema = (response_format.get("json_schema") or {}).get("schema") or response_format.get("schema") or {}
+    schema = (response_format.get("json_schema") or {}).get("schema") or response_format.get("schema") or \
+        _schema_in_words(body["messages"][-1]["content"])
     return json.dumps(instance(schema)) if schema else f"reply {seed}"
+
+
+def _schema_in_words(content) -> dict:
+    """The schema a JSON-mode or plain-text request asks for at the end of its last message, or {}."""
+    text = content if isinstance(content, str) else "\n".join(p["text"] for p in content if p.get("type") == "text")
+    marker = "JSON schema:\n"
+    return json.loads(text[text.rindex(marker) + len(marker):].splitlines()[0]) if marker in text else {}
 
 
 class ScriptedEndpoint:
@@ -68,8 +80,11 @@ class ScriptedEndpoint:
     """
 
     def __init__(self, default: str = '{"reasoning": "scripted", "summary": "a scripted summary"}',
-                 latency_s: float = 0.0, reply: Callable[[dict], str] | None = None, port: int = 0):
+                 latency_s: float = 0.0, reply: Callable[[dict], str] | None = None, port: int = 0,
+                 refuse: Callable[[dict], str | None] | None = None):
         self.script: list[tuple] = []
+        # A provider's rules: the reason a request is refused with a 400 (kept in `refused`), or None.
+        self.refuse, self.refused = refuse, []
         self.default, self.latency_s, self.reply = default, latency_s, reply
         self.requests: list[dict] = []
         self.authorizations: list[str] = []
@@ -97,6 +112,10 @@ class ScriptedEndpoint:
                     action = owner.script.pop(0) if owner.script else None
                 try:
                     time.sleep(owner.latency_s)
+                    reason = owner.refuse(body) if owner.refuse else None
+                    if reason:
+                        owner.refused.append(reason)
+                        action = ("status", 400, {}, reason)
                     self._act(body, action or ("reply", owner.reply(body) if owner.reply else owner.default))
                 finally:
                     with counting:

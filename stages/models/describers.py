@@ -3,13 +3,13 @@ vision-language model (shipped models) or a real one behind the LLM layer (frame
 
 `describe(jpegs)` returns one (text, confidence in 0..1) for the frames together; `describe_each(groups)`
 describes each group of frames as it comes, as many at once as the model's endpoint takes, in order.
+`max_frames`: the most frames one description may be made from (None: any number).
 """
 
 import functools
 from collections.abc import Iterable, Iterator
 
 from vidprep.conf.checks import ConfigError
-from vidprep.stages.base import evenly_spaced
 from vidprep.stages.models.devices import check_device
 from vidprep.stages.models.llm import LLMClient, image_part
 from vidprep.stages.prompts import load_prompt, prompt_hash
@@ -20,6 +20,9 @@ class ShippedDescriber(Component):
     """"Looks like" ImageNet labels of each frame plus the text read off it; confidence is the mean
     top-1 label probability. Consecutive frames that look alike (the same label names) are described
     once, so text is read only off frames whose labels differ from the frame before."""
+
+    # Any number of frames per caption.
+    max_frames = None
 
     def __init__(self, classifier: str = "shipped", top_k: int = 3, read_text: bool = True,
                  min_text_confidence: float = 0.8, device: str = "auto"):
@@ -75,6 +78,8 @@ class VisionLanguageDescriber(Component):
                               "model's profile (profile@llm.client.profile=...) or describer=shipped")
         self.llm = llm
         self.prompt = prompt
+        # Frames one caption may be made from: as many as the model takes in one request.
+        self.max_frames = llm.profile.max_images
 
     @functools.cached_property
     def instructions(self) -> str:
@@ -85,8 +90,6 @@ class VisionLanguageDescriber(Component):
         return f"vlm({self.llm.model_id},{self.prompt}@{prompt_hash(self.prompt)})"
 
     def describe(self, jpegs: list[bytes]) -> tuple[str, float]:
-        # As many of the frames, evenly spaced, as the model takes in one request.
-        jpegs = evenly_spaced(jpegs, self.llm.profile.max_images)
         content = [{"type": "text", "text": self.instructions}] + [image_part(j) for j in jpegs]
         reply = self.llm.complete_json([{"role": "user", "content": content}], self.SCHEMA)
         return reply["caption"], reply["confidence"] / 5
