@@ -63,7 +63,7 @@ def test_videoagent2_plans_then_adjusts_until_confident(setting, server):
     question, tools, llm = setting
     script(server,
            {"reasoning": "r", "answer": 2, "confidence": 1},
-           {"reasoning": "r", "steps": [{"tool": "search_frames", "arguments": {"query": "a cat"}}]},
+           {"reasoning": "r", "steps": [{"tool": "search_frames", "arguments": {"query": "a cat", "k": None}}]},
            {"reasoning": "r", "answer": 2, "confidence": 2},
            {"reasoning": "r", "steps": [{"tool": "transcript", "arguments": {"start": 0, "end": 16}}]},
            {"reasoning": "r", "answer": 0, "confidence": 4})
@@ -439,7 +439,7 @@ def _schema(request) -> dict:
 def test_videoagent2_reasons_before_it_answers_and_plans_and_weighs_tool_confidence(setting, server):
     question, tools, llm = setting
     script(server, {"reasoning": "r", "answer": 2, "confidence": 1},
-           {"reasoning": "r", "steps": [{"tool": "search_frames", "arguments": {"query": "a cat"}}]},
+           {"reasoning": "r", "steps": [{"tool": "search_frames", "arguments": {"query": "a cat", "k": None}}]},
            {"reasoning": "r", "answer": 0, "confidence": 5})
     prediction = VideoAgent2(llm).answer(question, tools)
     assert prediction.valid
