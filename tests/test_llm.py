@@ -196,7 +196,8 @@ def test_requests_in_flight_count_in_the_callers_usage_scope(server):
 
 
 def test_vision_language_backends_send_the_frames_as_image_parts(server):
-    from vidprep.agents.vision import VisionLanguageModel
+    from vidprep.agents.traveler import LMM_QUESTION
+    from vidprep.agents.vision import VisionLanguageModel, VisionQuestion
     from vidprep.stages.models.describers import VisionLanguageDescriber
     from vidprep.store.artifacts import Frame
 
@@ -208,12 +209,18 @@ def test_vision_language_backends_send_the_frames_as_image_parts(server):
     assert [p["type"] for p in parts] == ["text", "image_url", "image_url"]
     server.default = '{"answer": "a tabby cat", "confidence": 5}'
     frames = [Frame("v", 0, 2.0, jpeg, 4, 4)]
-    assert VisionLanguageModel(client(server)).ask("What animal is it?", frames, None) == ("a tabby cat", 1.0)
+    vision = VisionLanguageModel(client(server))
+    assert vision.ask("What animal is it?", frames, None, VisionQuestion()) == ("a tabby cat", 1.0)
     asked = server.requests[-1]["messages"][0]["content"]
     assert [p["type"] for p in asked] == ["text", "text", "image_url"]
     assert "What animal is it?" in asked[0]["text"] and asked[1]["text"] == "Frame 1 at 2.0s:"
-    # TraveLER's LMM instruction and its 150-token answers.
-    assert asked[0]["text"].startswith("If there are factual errors") and server.requests[-1]["max_tokens"] == 150
+    # TraveLER's LMM: its instruction, free text of up to 150 tokens sampled at temperature 1; a reply that
+    # stops mid-sentence at the cap is the answer as it stands, with no confidence.
+    server.default = "A tabby cat sits on the"
+    assert vision.ask("What animal is it?", frames, None, LMM_QUESTION) == ("A tabby cat sits on the", None)
+    request = server.requests[-1]
+    assert request["messages"][0]["content"][0]["text"].startswith("If there are factual errors")
+    assert (request["max_tokens"], request["temperature"], request.get("response_format")) == (150, 1.0, None)
 
 
 def test_summary_reasons_first_over_captions_in_chunks_then_combines(server):
