@@ -19,6 +19,7 @@ from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES,
 from vidprep.store.store import Store
 from vidprep.conf.checks import ArtifactMissing
 from vidprep.agents.vision import VisionQuestion
+from vidprep.stages.base import evenly_spaced
 
 
 @dataclass
@@ -130,10 +131,14 @@ class VideoTools:
         VIDEO_TOOLS.update(tools_of(cls))
 
     def __init__(self, store: Store, keys: dict[str, str], video_id: str, text_embedder, vision,
-                 search_mode: str = "vector", clip: tuple[float, float] | None = None):
+                 search_mode: str = "vector", clip: tuple[float, float] | None = None,
+                 caption_frames: int | None = None):
         self.store, self.keys, self.video_id = store, keys, video_id
         self.text_embedder, self.vision, self.search_mode = text_embedder, vision, search_mode
         self.visited: list[float] = []
+        # How many of a segment's frames its caption was made from (None: every one, as imported per-frame
+        # captions are): reading a caption views those frames.
+        self.caption_frames = caption_frames
         # Set by the method answering: its trace, and how it asks the vision model about frames.
         self.trace = None
         self.vision_question = VisionQuestion()
@@ -159,6 +164,16 @@ class VideoTools:
         """Frames as the method sees them (times from the clip's start), their visits recorded."""
         self.visited.extend(f.timestamp for f in frames)
         return [replace(f, timestamp=f.timestamp - self.start) for f in frames] if self.start else frames
+
+    def _read_captions(self, captions: list) -> None:
+        """The frames the segment captions were made from, as viewed (in the video's own time)."""
+        if not captions:
+            return
+        index = self.store.frame_index(self.video_id, self._key("frames"))
+        for caption in captions:
+            inside = [f for f in index if caption.start <= f.timestamp < caption.end]
+            used = evenly_spaced(inside, self.caption_frames) if self.caption_frames else inside
+            self.visited.extend(f.timestamp for f in used)
 
     def _inside(self, rows: list) -> list:
         """Rows with a `start` and `end` that overlap the clip, their times from its start and cut to it."""
@@ -186,6 +201,7 @@ class VideoTools:
         clip is captioned here, at as many positions of it as the stored captions have of the video."""
         stored = self.store.read(FRAME_CAPTIONS, self.video_id, self._key("frame_captions"))
         if self._within is None:
+            self.visited.extend(c.timestamp for c in stored)
             return stored
         fractions = [c.position for c in stored]
         frames = [self.frame_nearest(f * self.duration) for f in fractions]
@@ -225,9 +241,10 @@ class VideoTools:
     def segment_captions(self, start: float = 0.0, end: float = -1.0) -> ToolResult:
         """Captions of the segments between two times in seconds (end -1: the video's end)."""
         end = self.duration if end < 0 else end
-        captions = [c for c in self._inside(self.store.read(SEGMENT_CAPTIONS, self.video_id,
-                                                              self._key("segment_captions")))
-                    if c.end > start and c.start <= end]
+        stored = self.store.read(SEGMENT_CAPTIONS, self.video_id, self._key("segment_captions"))
+        read = [(row, c) for row in stored for c in self._inside([row]) if c.end > start and c.start <= end]
+        self._read_captions([row for row, _ in read])
+        captions = [c for _, c in read]
         lines = [f"[{c.start:.0f}-{c.end:.0f}s] {c.caption}" for c in captions]
         return ToolResult("\n".join(lines) or "no segment in that range",
                           _mean([c.confidence for c in captions]), [c.start for c in captions])
@@ -253,6 +270,8 @@ class VideoTools:
         question is about a clip of it)."""
         text = self.store.read(SUMMARIES, self.video_id, self._key("summary"))[0].summary
         captions = self.store.read(SEGMENT_CAPTIONS, self.video_id, self._key("segment_captions"))
+        # The summary was written from every caption: it tells of every captioned frame.
+        self._read_captions(captions)
         # The summary is only as sure as the captions it was written from.
         return ToolResult(text, _mean([c.confidence for c in captions], 0.5))
 

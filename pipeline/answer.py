@@ -91,6 +91,15 @@ def check_clips(store, questions: list[Question], ids: dict[str, str]) -> None:
                                     f"{question.video} ends ({duration:.1f} s)")
 
 
+def caption_frames(stages: DictConfig) -> int | None:
+    """How many of a segment's frames its caption was made from: the caption stage's frames per segment,
+    no more than its describer's model takes in one request (None: every frame, as imported per-frame
+    captions are)."""
+    per_segment = OmegaConf.select(stages, "segment_captions.frames_per_segment")
+    taken = OmegaConf.select(stages, "segment_captions.describer.llm.profile.max_images")
+    return min(per_segment, taken) if per_segment and taken else per_segment
+
+
 class AnswerWorker:
     """One actor: builds the method, its LLM client, the vision backend and the text embedder once, and
     sets them up with the actor's context."""
@@ -112,6 +121,7 @@ class AnswerWorker:
             if component is not None:
                 component.setup(self.context)
         self.search_mode = cfg.search.mode
+        self.caption_frames = caption_frames(cfg.stages)
 
     def __del__(self):
         for component in (getattr(self, name, None) for name in ("agent", "vision", "text_embedder")):
@@ -125,7 +135,7 @@ class AnswerWorker:
         question = Question(**json.loads(row["question_json"]))
         started = time.monotonic()
         tools = self.tools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision, self.search_mode,
-                           question.clip)
+                           question.clip, self.caption_frames)
         # Questions answered at once in this actor each count their own calls (`counted` is per thread).
         with counted() as per_model:
             try:

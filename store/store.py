@@ -403,7 +403,7 @@ class Store:
     def frames_in_range(self, video_id: str, key: str, start: float, end: float) -> list[Frame]:
         return self._frames(video_id, key, f" AND timestamp >= {float(start)} AND timestamp <= {float(end)}")
 
-    def _frame_index(self, video_id: str, key: str, within: tuple[float, float] | None = None) -> list[Frame]:
+    def frame_index(self, video_id: str, key: str, within: tuple[float, float] | None = None) -> list[Frame]:
         """A video's frames without their JPEGs, in order, those `within` a (start, end) range where one is
         given (the frame nearest its middle where no frame falls inside); ArtifactMissing when it has none."""
         index = self._frames(video_id, key, with_jpeg=False)
@@ -424,7 +424,7 @@ class Store:
                        within: tuple[float, float] | None = None) -> list[Frame]:
         """The n frames nearest to time t (among those `within` a range), in time order (JPEGs read only
         for those)."""
-        index = self._frame_index(video_id, key, within)
+        index = self.frame_index(video_id, key, within)
         return self._frames_at(video_id, key, sorted(index, key=lambda f: abs(f.timestamp - t))[:n])
 
     def frames_nearest_each(self, video_id: str, key: str, times: list[float],
@@ -433,7 +433,7 @@ class Store:
         (the index read once, JPEGs only for those)."""
         if not times:
             return []
-        index = self._frame_index(video_id, key, within)
+        index = self.frame_index(video_id, key, within)
         return self._frames_at(video_id, key, (min(index, key=lambda f: abs(f.timestamp - t)) for t in times))
 
     def frame_nearest(self, video_id: str, key: str, t: float, within: tuple[float, float] | None = None) -> Frame:
@@ -443,7 +443,7 @@ class Store:
                              within: tuple[float, float] | None = None) -> list[Frame]:
         """N frames at 0, 1/(n-1), …, 1 of the video's span, or of a range `within` it (the first frame
         when n is 1)."""
-        index = self._frame_index(video_id, key, within)
+        index = self.frame_index(video_id, key, within)
         last = len(index) - 1
         return self._frames_at(video_id, key, (index[round(i * last / (n - 1)) if n > 1 else 0] for i in range(n)))
 

@@ -271,6 +271,27 @@ def test_caviar_self_evaluation_gathers_until_the_model_rates_its_answer_3_of_3(
     assert "def finish" not in server.requests[0]["messages"][0]["content"]
 
 
+def test_frames_viewed_count_the_frames_each_read_caption_was_made_from(setting, server):
+    from vidprep.pipeline.answer import caption_frames
+    from vidprep.jobs.config import load_config
+
+    question, tools, llm = setting
+    # The caption stage made each segment's caption from 3 of its frames, evenly chosen; a model that
+    # takes one image a request saw one.
+    assert caption_frames(load_config([]).stages) == 3
+    assert caption_frames(load_config(["describer=vlm", "llm=openai",
+                                       "profile@llm.client.profile=llava-1.6-vicuna-13b-vllm"]).stages) == 1
+    tools.caption_frames = 3
+    script(server, {"answer": 0, "confidence": 3})
+    prediction = LLoVi(llm).answer(question, tools)
+    assert prediction.valid
+    # scenes.mp4: 16 frames at 1 fps, segments 0-10 and 10-16 s: frames 0, 4, 9 and 10, 12, 15 were captioned.
+    assert sorted(set(tools.visited)) == [0.0, 4.0, 9.0, 10.0, 12.0, 15.0]
+    # TraveLER's initial memory: the stored captions of 5 frames, each a frame viewed.
+    tools.visited = []
+    assert len(set(c.timestamp for c in tools.frame_captions())) == len(set(tools.visited)) == 5
+
+
 def test_caviar_direct_strategy_and_segments_passed_between_modules(setting, server):
     question, tools, llm = setting
     script(server, {"answer": 0, "confidence": 3},

@@ -727,9 +727,10 @@ def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewe
     finally:
         server.close()
     row = worker.store.predictions(["cost-probe"])[0]
-    # Three calls of the method and one of the vision model, which saw two frames.
+    # Three calls of the method and one of the vision model.
     assert row["valid"] and row["llm_calls"] == 4
-    assert report([row])["costs"]["frames_viewed_per_question"] == 2
+    # The two frames the vision model saw, and the six its memory's segment captions were made from.
+    assert report([row])["costs"]["frames_viewed_per_question"] == 8
     # Money from the price table: 4 calls of 11 prompt and 7 completion tokens (the scripted server's usage).
     assert json.loads(row["usage_json"]) == {"scripted": {"calls": 4, "prompt_tokens": 44, "completion_tokens": 28}}
     priced = report([row], {"scripted": {"input": 1.0, "output": 2.0}})["costs"]
