@@ -29,7 +29,7 @@ class DirectAnswer(Agent):
         super().__init__(llm)
         check_range("method.frames", frames, 1)
         if max_description_chars is None:
-            max_description_chars = llm.profile.context_chars(0.5, llm.max_tokens)
+            max_description_chars = llm.context_chars(0.5)
         check_range("method.max_description_chars", max_description_chars, 100)
         self.frames, self.transcript, self.prompt = frames, transcript, prompt
         self.max_description_chars = max_description_chars

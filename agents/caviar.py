@@ -205,7 +205,7 @@ class CAViAR(Agent):
         check_range("method.max_steps", max_steps, 1)
         check_range("method.window_frames", window_frames, 1)
         if transcript_chunk_chars is None:
-            transcript_chunk_chars = llm.profile.context_chars(0.5, llm.max_tokens)
+            transcript_chunk_chars = llm.context_chars(0.5)
         check_range("method.transcript_chunk_chars", transcript_chunk_chars, 10)
         check_range("method.step_time_limit_s", step_time_limit_s, 0.1)
         check_range("method.memory_mb", memory_mb, 32)

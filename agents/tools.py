@@ -8,6 +8,7 @@ timestamps) without the method asking. Methods build their prompts and schemas f
 (VideoAgent2's plan, CAViAR's module headers), so a new tool is one decorated method.
 """
 
+import bisect
 import functools
 import inspect
 import typing
@@ -165,15 +166,17 @@ class VideoTools:
         self.visited.extend(f.timestamp for f in frames)
         return [replace(f, timestamp=f.timestamp - self.start) for f in frames] if self.start else frames
 
+    @functools.cached_property
+    def _frame_times(self) -> list[float]:
+        """The video's frame times in order, read once per question."""
+        return [f.timestamp for f in self.store.frame_index(self.video_id, self._key("frames"))]
+
     def _read_captions(self, captions: list) -> None:
         """The frames the segment captions were made from, as viewed (in the video's own time)."""
-        if not captions:
-            return
-        index = self.store.frame_index(self.video_id, self._key("frames"))
+        times = self._frame_times if captions else []
         for caption in captions:
-            inside = [f for f in index if caption.start <= f.timestamp < caption.end]
-            used = evenly_spaced(inside, self.caption_frames) if self.caption_frames else inside
-            self.visited.extend(f.timestamp for f in used)
+            inside = times[bisect.bisect_left(times, caption.start):bisect.bisect_left(times, caption.end)]
+            self.visited.extend(evenly_spaced(inside, self.caption_frames) if self.caption_frames else inside)
 
     def _inside(self, rows: list) -> list:
         """Rows with a `start` and `end` that overlap the clip, their times from its start and cut to it."""

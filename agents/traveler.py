@@ -90,9 +90,8 @@ class TraveLER(Agent):
         if max_memory_chars is None:
             # The public code never clips its memory. Here it is condensed only where it must be: past a
             # third of the context, or past what one Summarizer reply can restate.
-            profile = llm.profile
-            max_memory_chars = min(profile.context_chars(0.35, llm.max_tokens),
-                                   int(profile.max_output_tokens * profile.chars_per_token))
+            max_memory_chars = min(llm.context_chars(0.35),
+                                   int(llm.profile.max_output_tokens * llm.profile.chars_per_token))
         check_range("method.max_memory_chars", max_memory_chars, 100)
         self.window, self.window_spacing, self.questions = window, window_spacing, questions
         self.max_iterations, self.max_memory_chars, self.initial_captions = max_iterations, max_memory_chars, initial_captions

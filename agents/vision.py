@@ -128,8 +128,11 @@ class VisionLanguageModel(Component):
             raise ConfigError(f"vision.llm: {llm.model} takes no images (its profile); choose a vision "
                               "model's profile (profile@vision.llm.profile=...) or vision=stored")
         self.llm = llm
-        self.max_frames = llm.profile.max_images
         self.prompts = {"caption": caption_prompt, "relevant": relevant_prompt, "ranges": ranges_prompt}
+
+    @property
+    def max_frames(self) -> int:
+        return self.llm.profile.max_images
 
     @property
     def model_id(self) -> str:
@@ -142,10 +145,12 @@ class VisionLanguageModel(Component):
             parts += [{"type": "text", "text": f"Frame {number} at {frame.timestamp:.1f}s:"}, image_part(frame.jpeg)]
         return parts
 
+    def _message(self, text: str, frames) -> list[dict]:
+        return [{"role": "user", "content": [{"type": "text", "text": text}] + self.look(frames, None)}]
+
     def _ask(self, text: str, frames, schema: dict, max_tokens: int | None = None,
              temperature: float | None = None) -> dict:
-        content = [{"type": "text", "text": text}] + self.look(frames, None)
-        return self.llm.complete_json([{"role": "user", "content": content}], schema, max_tokens, temperature)
+        return self.llm.complete_json(self._message(text, frames), schema, max_tokens, temperature)
 
     def describe(self, frames, tools) -> tuple[str, float]:
         reply = self._ask(load_prompt(self.prompts["caption"]), frames, self.CAPTION)
@@ -156,8 +161,7 @@ class VisionLanguageModel(Component):
         if how.rated:
             reply = self._ask(text, frames, self.ANSWER, how.max_tokens, how.temperature)
             return reply["answer"], reply["confidence"] / 5
-        content = [{"type": "text", "text": text}] + self.look(frames, None)
-        return self.llm.complete([{"role": "user", "content": content}], max_tokens=how.max_tokens,
+        return self.llm.complete(self._message(text, frames), max_tokens=how.max_tokens,
                                  temperature=how.temperature), None
 
     def relevant(self, query: str, frames, tools) -> tuple[list, str]:

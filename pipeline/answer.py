@@ -91,21 +91,12 @@ def check_clips(store, questions: list[Question], ids: dict[str, str]) -> None:
                                     f"{question.video} ends ({duration:.1f} s)")
 
 
-def caption_frames(stages: DictConfig) -> int | None:
-    """How many of a segment's frames its caption was made from: the caption stage's frames per segment,
-    no more than its describer's model takes in one request (None: every frame, as imported per-frame
-    captions are)."""
-    per_segment = OmegaConf.select(stages, "segment_captions.frames_per_segment")
-    taken = OmegaConf.select(stages, "segment_captions.describer.llm.profile.max_images")
-    return min(per_segment, taken) if per_segment and taken else per_segment
-
-
 class AnswerWorker:
     """One actor: builds the method, its LLM client, the vision backend and the text embedder once, and
     sets them up with the actor's context."""
 
     def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str, embedder: dict | None,
-                 api_keys: dict | None = None):
+                 caption_frames: int | None, api_keys: dict | None = None):
         os.environ.update(api_keys or {})
         cfg = OmegaConf.create(cfg_yaml)
         self.context, self.keys, self.key = WorkerContext(settings.open()), keys, key
@@ -121,7 +112,8 @@ class AnswerWorker:
             if component is not None:
                 component.setup(self.context)
         self.search_mode = cfg.search.mode
-        self.caption_frames = caption_frames(cfg.stages)
+        # How many of a segment's frames its caption was made from (`Plan.frames_per_caption`).
+        self.caption_frames = caption_frames
 
     def __del__(self):
         for component in (getattr(self, name, None) for name in ("agent", "vision", "text_embedder")):
@@ -236,7 +228,7 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
         init_ray(cfg.ray)
         worker_args = dict(cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys,
                            key=key, embedder=plan.configs.get(FRAME_EMBEDDINGS.stage, {}).get("embedder"),
-                           api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
+                           caption_frames=plan.frames_per_caption, api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
         # One question per batch, so each finished question shows in the progress as it finishes. Where
         # the endpoint takes several requests at once, an actor answers twice as many questions at once
         # (questions are independent; the LLM client's slots hold the rest back), so while some read the

@@ -27,6 +27,12 @@ class Plan:
     def probe_key(self) -> str:
         return f"{self.probe.name}-v{self.probe.version}"
 
+    @property
+    def frames_per_caption(self) -> int | None:
+        """How many of a segment's frames its caption was made from (None: every one, as imported
+        per-frame captions are)."""
+        return getattr(self.stages.get("segment_captions"), "frames_per_caption", None)
+
     def upstream_keys(self, name: str) -> dict[str, str]:
         return {u: self.keys[u] for u in self.stages[name].upstream}
 

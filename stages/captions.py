@@ -29,10 +29,14 @@ class CaptionSegments(Stage):
     def model_device(self) -> str | None:
         return self.describer.device
 
+    @property
+    def frames_per_caption(self) -> int:
+        """No more of a segment's frames than its describer's model takes in one request."""
+        return min(self.frames_per_segment, self.describer.max_frames or self.frames_per_segment)
+
     def run(self, video: dict, frames: Iterator[list], segments: Iterator[list]) -> Iterator[list[dict]]:
         closed, empty = collections.deque(), []
-        # No more of a segment's frames than its describer's model takes in one request.
-        per_segment = min(self.frames_per_segment, self.describer.max_frames or self.frames_per_segment)
+        per_segment = self.frames_per_caption
 
         def closed_frames() -> Iterator[list[bytes]]:
             # Segments in order, each with the frames inside it; frames arrive in time order, and each one

@@ -43,7 +43,7 @@ class SummarizeVideo(Stage):
 
     @functools.cached_property
     def _input_chars(self) -> int:
-        return self.max_input_chars or self.llm.profile.context_chars(0.5, self.llm.max_tokens)
+        return self.max_input_chars or self.llm.context_chars(0.5)
 
     @functools.cached_property
     def _prompts(self) -> tuple[str, str]:

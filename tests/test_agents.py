@@ -272,15 +272,14 @@ def test_caviar_self_evaluation_gathers_until_the_model_rates_its_answer_3_of_3(
 
 
 def test_frames_viewed_count_the_frames_each_read_caption_was_made_from(setting, server):
-    from vidprep.pipeline.answer import caption_frames
     from vidprep.jobs.config import load_config
 
     question, tools, llm = setting
     # The caption stage made each segment's caption from 3 of its frames, evenly chosen; a model that
     # takes one image a request saw one.
-    assert caption_frames(load_config([]).stages) == 3
-    assert caption_frames(load_config(["describer=vlm", "llm=openai",
-                                       "profile@llm.client.profile=llava-1.6-vicuna-13b-vllm"]).stages) == 1
+    assert build_plan(load_config([]).stages).frames_per_caption == 3
+    assert build_plan(load_config(["describer=vlm", "llm=openai", "profile@llm.client.profile=llava-1.6-vicuna-13b-vllm"]
+                                  ).stages).frames_per_caption == 1
     tools.caption_frames = 3
     script(server, {"answer": 0, "confidence": 3})
     prediction = LLoVi(llm).answer(question, tools)

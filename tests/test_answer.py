@@ -229,8 +229,10 @@ def test_critic_examples_command_writes_a_caviar_runs_traces_and_refuses_other_r
         conf = config_for(tmp_path / "db", sample_dir, "method=caviar", "method.max_steps=1", "llm=openai",
                           f"llm.client.base_url={server.base_url}", "llm.client.model=scripted",
                           "llm.client.cache=false", "llm.client.max_retries=0")
+        plan = build_plan(conf.stages)
         worker = AnswerWorker(OmegaConf.to_yaml(conf, resolve=True), StoreSettings.from_config(conf.store),
-                              build_plan(conf.stages).keys, "caviar-probe", OmegaConf.to_container(conf.model, resolve=True))
+                              plan.keys, "caviar-probe", OmegaConf.to_container(conf.model, resolve=True),
+                              plan.frames_per_caption)
         question = next(q for q in jsonl.load(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
         assert worker.answer({"question_json": json.dumps(question.to_dict()),
                               "video_id": content_id(sample_dir / "scenes.mp4")})["valid"]
@@ -267,9 +269,9 @@ from vidprep.store.settings import StoreSettings
 from vidprep.store.keys import content_id
 from hydra.utils import instantiate
 cfg = load_config({json.dumps(overrides)})
-keys = build_plan(cfg.stages).keys
-worker = AnswerWorker(OmegaConf.to_yaml(cfg, resolve=True), StoreSettings.from_config(cfg.store), keys, "probe",
-                      OmegaConf.to_container(cfg.model, resolve=True))
+plan = build_plan(cfg.stages)
+worker = AnswerWorker(OmegaConf.to_yaml(cfg, resolve=True), StoreSettings.from_config(cfg.store), plan.keys, "probe",
+                      OmegaConf.to_container(cfg.model, resolve=True), plan.frames_per_caption)
 question = instantiate(cfg.dataset.questions, _convert_="all")[0]
 row = worker.answer({{"question_json": json.dumps(question.to_dict()), "video_id": content_id(question.video)}})
 watched = ["faster_whisper", "ctranslate2", "rapidocr_onnxruntime", "onnxruntime", "cv2", "av"]
@@ -714,8 +716,10 @@ def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewe
         conf = config_for(tmp_path / "db", sample_dir, "method=videoagent2", "method.max_steps=1", "method.summary=false",
                           "vision=vlm", "llm=openai", f"llm.client.base_url={server.base_url}",
                           "llm.client.model=scripted", "llm.client.cache=false", "llm.client.max_retries=0")
+        plan = build_plan(conf.stages)
         worker = AnswerWorker(OmegaConf.to_yaml(conf, resolve=True), StoreSettings.from_config(conf.store),
-                              build_plan(conf.stages).keys, "cost-probe", OmegaConf.to_container(conf.model, resolve=True))
+                              plan.keys, "cost-probe", OmegaConf.to_container(conf.model, resolve=True),
+                              plan.frames_per_caption)
         server.script = [("reply", json.dumps(r)) for r in (
             {"reasoning": "r", "answer": 2, "confidence": 1},
             {"reasoning": "r", "steps": [{"tool": "visual_question",
@@ -758,9 +762,10 @@ def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precompu
                           "method.summary=false", "llm=openai", f"llm.client.base_url={server.base_url}",
                           "llm.client.model=scripted", "llm.client.cache=false", "llm.client.max_retries=0",
                           "llm.client.timeout_s=0.5")
+        plan = build_plan(conf.stages)
         worker = AnswerWorker(OmegaConf.to_yaml(conf, resolve=True), StoreSettings.from_config(conf.store),
-                              build_plan(conf.stages).keys, "timeout-probe",
-                              OmegaConf.to_container(conf.model, resolve=True))
+                              plan.keys, "timeout-probe", OmegaConf.to_container(conf.model, resolve=True),
+                              plan.frames_per_caption)
         server.script = [("hang", 3)]
         question = next(q for q in jsonl.load(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
         result = worker.answer({"question_json": json.dumps(question.to_dict()),

@@ -78,8 +78,11 @@ class VisionLanguageDescriber(Component):
                               "model's profile (profile@llm.client.profile=...) or describer=shipped")
         self.llm = llm
         self.prompt = prompt
-        # Frames one caption may be made from: as many as the model takes in one request.
-        self.max_frames = llm.profile.max_images
+
+    @property
+    def max_frames(self) -> int:
+        """Frames one caption may be made from: as many as the model takes in one request."""
+        return self.llm.profile.max_images
 
     @functools.cached_property
     def instructions(self) -> str:

@@ -144,6 +144,12 @@ class LLMClient(Component):
     def key_params(self) -> dict:
         return {"model": self.model_id, "temperature": self.temperature, "max_tokens": self.max_tokens}
 
+    def context_chars(self, share: float) -> int:
+        """The characters of prompt text that fit in `share` of the model's context left after a reply of
+        this client's max_tokens: a budget derived from the model rather than set by hand."""
+        profile = self.profile
+        return int((profile.context_tokens - self.max_tokens) * share * profile.chars_per_token)
+
     @property
     def model_id(self) -> str:
         """Names the model in stage keys and cache keys."""

@@ -48,11 +48,6 @@ class ModelProfile:
         self.usd_per_million_input, self.usd_per_million_output = usd_per_million_input, usd_per_million_output
         self.chars_per_token, self.max_string_chars = chars_per_token, max_string_chars
 
-    def context_chars(self, share: float, reply_tokens: int) -> int:
-        """The characters of prompt text that fit in `share` of the context left after a reply of
-        `reply_tokens`: a budget derived from the model rather than set by hand."""
-        return int((self.context_tokens - reply_tokens) * share * self.chars_per_token)
-
 
 def model_prices(extra) -> dict[str, dict[str, float]]:
     """USD per 1M input / output tokens per model name as its endpoint knows it: every shipped profile's,
