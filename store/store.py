@@ -114,6 +114,8 @@ class Store:
         # record: the questions of one video read them once per process, not once per question each.
         self._complete_rows = functools.lru_cache(maxsize=self.READ_CACHE_ENTRIES)(self._read_complete)
         self._video = functools.lru_cache(maxsize=self.READ_CACHE_ENTRIES)(self._read_video)
+        self._frame_rows = functools.lru_cache(maxsize=self.READ_CACHE_ENTRIES)(
+            functools.partial(self._frames, with_jpeg=False))
         # Rows written one at a time by many threads (answers, LLM replies) share commits.
         self._prediction_writes = GroupCommit(functools.partial(self.upsert, "predictions"))
         self._cache_writes = GroupCommit(functools.partial(self.upsert, "llm_cache"))
@@ -406,7 +408,7 @@ class Store:
     def frame_index(self, video_id: str, key: str, within: tuple[float, float] | None = None) -> list[Frame]:
         """A video's frames without their JPEGs, in order, those `within` a (start, end) range where one is
         given (the frame nearest its middle where no frame falls inside); ArtifactMissing when it has none."""
-        index = self._frames(video_id, key, with_jpeg=False)
+        index = list(self._frame_rows(video_id, key))
         if not index:
             raise ArtifactMissing(f"video {video_id} has no frames for stage key {key}")
         if within is None:
