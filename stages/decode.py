@@ -3,7 +3,9 @@
 import dataclasses
 import io
 import math
-from collections.abc import Iterator
+import os
+from collections.abc import Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 from PIL import Image
 
@@ -16,6 +18,8 @@ from vidprep.stages.media.ffmpeg import DecodeReport, stream_frames
 from vidprep.stages.media.files import local_file
 
 MIN_FPS, MAX_FPS = 0.001, 240
+# Shorter ranges would spend much of their decode on the frames between the keyframe sought and the range.
+MIN_RANGE_S = 30.0
 
 # ffprobe's names of YCbCr matrices -> swscale's.
 _MATRICES = {"bt709": "bt709", "bt470bg": "bt470", "smpte170m": "smpte170m", "bt2020nc": "bt2020",
@@ -61,6 +65,10 @@ class DecodeFrames(Stage):
 
     A file ffmpeg decodes only in part keeps the frames it has; the stage's detail says which time
     ranges are missing and what ffmpeg reported. A file with no decodable frame fails.
+
+    With `ranges` > 1, that many ffmpeg processes decode consecutive time ranges of the video at once,
+    each from the keyframe before its range, and the frames are the same (see `_decode_ranges`). Then
+    the stage holds the later ranges' frames in memory until the earlier ones are written.
     """
 
     version = 2
@@ -73,28 +81,78 @@ class DecodeFrames(Stage):
     # ffmpeg is killed after timeout_s + timeout_per_second * duration.
     timeout_s: float = runtime(60.0)
     timeout_per_second: float = runtime(2.0)
+    # For a few long videos on many cores; with many videos Ray already keeps every core decoding.
+    ranges: int = runtime(1)
 
     def __post_init__(self):
         # Below one frame per ~17 minutes a video is no longer sampled; above 240 there is nothing to sample.
         check_range("stages.frames.fps", self.fps, MIN_FPS, MAX_FPS, "frames per second")
         check_range("stages.frames.max_side", self.max_side, 16, 8192, "pixels")
         check_range("stages.frames.jpeg_qscale", self.jpeg_qscale, 2, 31)
+        check_range("stages.frames.ranges", self.ranges, 1, 64, "ffmpeg processes")
 
-    def ffmpeg_args(self, path: str, video: dict) -> list[str]:
+    def ffmpeg_args(self, path: str, video: dict, first_interval: int = 0, threads: int | None = None) -> list[str]:
+        """The command line storing the first frame of each output interval from `first_interval` on."""
         side, interval = self.max_side, f"floor(t*{self.fps}+1e-6)"
         # The first frame of each output interval keeps its own timestamp; ffmpeg's fps filter would
         # stamp the frame it picks (by rounding) with the interval's time instead.
-        select = f"select='isnan(prev_selected_t)+gte({interval},floor(prev_selected_t*{self.fps}+1e-6)+1)'"
+        first_of_interval = f"isnan(prev_selected_t)+gte({interval},floor(prev_selected_t*{self.fps}+1e-6)+1)"
+        select = f"select='if(gte({interval},{first_interval}),{first_of_interval},0)'"
         scale = (f"scale=w='min({side},iw)':h='min({side},ih)':force_original_aspect_ratio=decrease:"
                  + colour_options(video))
+        seek = []
+        if first_interval:
+            # From the keyframe before the range; timestamps kept as a decode from the start gives them.
+            seek = ["-ss", f"{first_interval / self.fps:.6f}", "-noaccurate_seek", "-copyts", "-start_at_zero"]
+        decoder = ["-threads", str(threads)] if threads else []
         # 0:V:0 is the first video stream that is not an attached picture (cover art), as the probe chose.
-        return ["-i", path, "-map", "0:V:0", "-vf", f"{select},{scale},showinfo=checksum=0",
+        return [*seek, *decoder, "-i", path, "-map", "0:V:0", "-vf", f"{select},{scale},showinfo=checksum=0",
                 "-fps_mode", "passthrough", "-f", "image2pipe", "-c:v", "mjpeg", "-pix_fmt", "yuvj420p",
                 "-q:v", str(self.jpeg_qscale), "pipe:"]
 
+    def range_starts(self, duration: float) -> list[int]:
+        """The first output interval of each range: `ranges` of them, fewer for a short video."""
+        intervals = max(1, math.ceil(duration * self.fps - 1e-6))
+        count = max(1, min(self.ranges, int(duration // MIN_RANGE_S), intervals))
+        return sorted({round(i * intervals / count) for i in range(count)})
+
+    def _decode(self, path: str, video: dict, timeout: float) -> Generator[tuple[bytes, float], None, DecodeReport]:
+        starts = self.range_starts(video["duration"])
+        if len(starts) > 1 and (ranged := self._decode_ranges(path, video, starts, timeout)):
+            frames, report = ranged
+            yield from frames
+            return report
+        return (yield from stream_frames(self.ffmpeg_args(path, video), timeout))
+
+    def _decode_ranges(self, path: str, video: dict, starts: list[int],
+                       timeout: float) -> tuple[list[tuple[bytes, float]], DecodeReport] | None:
+        """The frames of every range, each decoded by its own ffmpeg at once. Each range but the last goes
+        on to the first frame of the next one, and that frame must be the first its neighbour stored (a
+        demuxer that seeks past its target fails this). None where a join does not match or any range
+        logged an error: a decode from the start then settles which frames and which report are right."""
+        threads = max(1, len(os.sched_getaffinity(0)) // len(starts))
+
+        def decode(first: int, next_first: int | None) -> tuple[list, DecodeReport]:
+            until = None if next_first is None else (next_first - 1e-6) / self.fps
+            stream, frames = stream_frames(self.ffmpeg_args(path, video, first, threads), timeout, until), []
+            while True:
+                try:
+                    frames.append(next(stream))
+                except StopIteration as end:
+                    return frames, end.value
+
+        with ThreadPoolExecutor(len(starts)) as pool:
+            parts = list(pool.map(decode, starts, [*starts[1:], None]))
+        for (_, report), (next_frames, _) in zip(parts, parts[1:]):
+            if report.stopped_at != (next_frames[0][1] if next_frames else None):
+                return None
+        if any(report.returncode or report.errors for _, report in parts):
+            return None
+        return [frame for frames, _ in parts for frame in frames], DecodeReport(0, [])
+
     def run(self, video: dict) -> Iterator[list[dict]]:
         timeout = self.timeout_s + self.timeout_per_second * video["duration"]
-        frames = stream_frames(self.ffmpeg_args(local_file(video["source_path"]), video), timeout)
+        frames = self._decode(local_file(video["source_path"]), video, timeout)
         batch, times = [], []
         while True:
             try:

@@ -826,6 +826,13 @@ def test_every_paper_experiment_is_what_the_methods_table_says(tmp_path):
         "nextqa": "traveler/plan_v2.txt"}
     lvbench_strategies = load_config(["+experiment=caviar_lvbench"]).method.strategies.mcq
     assert all("asr_understanding" not in strategy for strategy in lvbench_strategies)
+    # Table 4's "Optimal Fixed Modules" (Sec. 5's subsets): an ablation setting over the agent ablation.
+    for dataset, modules in {"lvbench": ["get_segment", "retrieval_qa"],
+                             "neptune": ["get_segment", "retrieval_qa", "asr_understanding"]}.items():
+        method = load_config([f"+experiment=caviar_{dataset}", "method=caviar_agent",
+                              f"+oracle_modules={dataset}"]).method
+        assert method.strategies.mcq == method.strategies.open == [[*modules, "think", "finish"]]
+        assert not method.critic and method.direct is None
 
 
 def test_the_bootstrap_interval_does_not_depend_on_the_order_the_rows_were_read_in():

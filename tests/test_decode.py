@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from vidprep.stages.media import VideoError, pyav_probe
+from vidprep.stages import decode as decode_module
 from vidprep.stages.decode import DecodeFrames
 from vidprep.stages.probe import ProbeVideo
 from tests.conftest import SHARED_VIDEOS, needs_shared_videos
@@ -307,3 +308,66 @@ def test_rotated_files_come_out_as_players_show_them(tmp_path, rotation):
                                        capture_output=True, text=True, check=True).stdout)
     counter_clockwise = int(probed["streams"][0]["side_data_list"][0]["rotation"]) % 360
     assert bright == {90: "bottom-left", 180: "bottom-right", 270: "top-right"}[counter_clockwise]
+
+
+def clock_video(path, encoding: list[str], seconds: int = 12, rate: str = "30000/1001") -> None:
+    ffmpeg("-f", "lavfi", "-i", f"color=c=black:s=480x64:r={rate}:d={seconds}", "-vf", clock_filter(0), *encoding, path)
+
+
+def made_in_ranges(tmp_path, name: str) -> str:
+    """Files whose keyframes do not fall at the range joins (3 ranges of 12 s at 2.5 fps start at 4 s and 8 s)."""
+    x264 = ["-c:v", "libx264", "-bf", "3", "-g", "50", "-qp", "0", "-pix_fmt", "yuv420p"]
+    path = tmp_path / name
+    if name == "b-frames.mp4":
+        clock_video(path, x264)
+    elif name == "open-gop-hevc.mp4":
+        clock_video(path, ["-c:v", "libx265", "-x265-params", "log-level=error:keyint=40:open-gop=1", "-pix_fmt", "yuv420p"])
+    elif name == "vp9.webm":
+        clock_video(path, ["-c:v", "libvpx-vp9", "-deadline", "realtime", "-g", "45"], rate="25")
+    elif name == "edit-list.mp4":
+        # Cut by stream copy after a keyframe: the mp4 keeps the frames before the cut and an edit list hides them.
+        whole = tmp_path / "whole.mp4"
+        clock_video(whole, x264, seconds=14)
+        ffmpeg("-ss", "1.3", "-i", whole, "-c", "copy", path)
+    elif name == "vfr.mp4":
+        parts = []
+        for i, (rate, seconds, offset) in enumerate([(25, 5, 0), (4, 4, 5), (30, 3, 9)]):
+            part = tmp_path / f"part{i}.mp4"
+            ffmpeg("-f", "lavfi", "-i", f"color=c=black:s=480x64:r={rate}:d={seconds}", "-vf", clock_filter(offset),
+                   *x264, "-video_track_timescale", "3000", part)
+            parts.append(part)
+        listing = tmp_path / "parts.txt"
+        listing.write_text("".join(f"file '{p}'\n" for p in parts))
+        ffmpeg("-f", "concat", "-safe", "0", "-i", listing, "-c", "copy", path)
+    elif name == "mpegts.ts":
+        clock_video(path, x264)
+    return str(path)
+
+
+@pytest.mark.parametrize("name", ["b-frames.mp4", "open-gop-hevc.mp4", "vp9.webm", "edit-list.mp4", "vfr.mp4", "mpegts.ts"])
+def test_time_ranges_decoded_at_once_store_exactly_the_frames_of_one_decode(tmp_path, monkeypatch, name):
+    monkeypatch.setattr(decode_module, "MIN_RANGE_S", 1.0)
+    ranged = []
+    decode_ranges = DecodeFrames._decode_ranges
+    monkeypatch.setattr(DecodeFrames, "_decode_ranges", lambda *args: ranged.append(decode_ranges(*args)) or ranged[-1])
+    video = ProbeVideo().run(made_in_ranges(tmp_path, name))
+    once, once_detail = run_stage(DecodeFrames(fps=2.5), video)
+    in_ranges, detail = run_stage(DecodeFrames(fps=2.5, ranges=3), video)
+    assert len(DecodeFrames(fps=2.5, ranges=3).range_starts(video["duration"])) == 3
+    assert once_detail == detail == ""
+    assert [(f["timestamp"], f["jpeg"]) for f in in_ranges] == [(f["timestamp"], f["jpeg"]) for f in once]
+    # The edit list starts the video about 1.3 s into the clock (the cut's exact time is not a whole frame).
+    offset, within = (1.3, 0.011) if name == "edit-list.mp4" else (0.0, 0.006)
+    for frame in in_ranges:
+        assert read_clock(frame["jpeg"]) == pytest.approx(frame["timestamp"] + offset, abs=within)
+    # MPEG-TS is sought by byte position, and the joins do not match: the stage decodes it from the start.
+    assert (ranged[0] is None) == (name == "mpegts.ts")
+
+
+def test_a_damaged_file_in_ranges_gets_the_report_of_one_decode(tmp_path, monkeypatch):
+    monkeypatch.setattr(decode_module, "MIN_RANGE_S", 1.0)
+    path = tmp_path / "truncated.mp4"
+    clock_video(path, ["-c:v", "libx264", "-g", "50", "-pix_fmt", "yuv420p", "-movflags", "+faststart"])
+    path.write_bytes(path.read_bytes()[: path.stat().st_size * 2 // 3])
+    video = ProbeVideo().run(str(path))
+    assert run_stage(DecodeFrames(fps=2.5, ranges=3), video) == run_stage(DecodeFrames(fps=2.5), video)

@@ -62,6 +62,8 @@ class DecodeReport:
 
     returncode: int
     errors: list[str]
+    # The time of the frame at which the caller's `until` stopped the decode (not yielded); None: it ran to the end.
+    stopped_at: float | None = None
 
     @property
     def reason(self) -> str:
@@ -75,8 +77,10 @@ _ADDRESS = re.compile(r" @ 0x[0-9a-f]+")
 MAX_ERRORS = 20
 
 
-def stream_frames(args: list[str], timeout_s: float) -> Generator[tuple[bytes, float], None, DecodeReport]:
+def stream_frames(args: list[str], timeout_s: float,
+                  until: float | None = None) -> Generator[tuple[bytes, float], None, DecodeReport]:
     """Run ffmpeg writing an MJPEG stream to stdout, yielding (JPEG, presentation time in s) as frames arrive.
+    With `until`, ffmpeg is stopped at the first frame stamped at or after it, which is not yielded.
 
     The filter graph in `args` must end in `showinfo`, whose per-frame line gives each frame's own
     timestamp. Memory stays at one read buffer plus one frame whatever the video's length. Decoding
@@ -105,9 +109,10 @@ def stream_frames(args: list[str], timeout_s: float) -> Generator[tuple[bytes, f
     log = threading.Thread(target=read_log, daemon=True)
     log.start()
     killer = _Killer(process, timeout_s)
+    stopped_at = None
     try:
         buffer = b""
-        while chunk := process.stdout.read(1 << 20):
+        while stopped_at is None and (chunk := process.stdout.read1(1 << 20)):
             buffer += chunk
             while (end := buffer.find(b"\xff\xd9")) >= 0:
                 # In JPEG entropy data 0xFF is always byte-stuffed, so FFD9 is only ever the EOI marker.
@@ -117,9 +122,13 @@ def stream_frames(args: list[str], timeout_s: float) -> Generator[tuple[bytes, f
                     time = times.get(timeout=30)
                 except queue.Empty:
                     raise VideoError("ffmpeg wrote a frame without its showinfo timestamp") from None
+                if until is not None and time >= until:
+                    stopped_at = time
+                    break
                 yield buffer[start : end + 2], time
                 buffer = buffer[end + 2 :]
-        process.wait()
+        if stopped_at is None:
+            process.wait()
     finally:
         killer.cancel()
         if process.poll() is None:
@@ -128,7 +137,7 @@ def stream_frames(args: list[str], timeout_s: float) -> Generator[tuple[bytes, f
         log.join(timeout=5)
     if killer.fired:
         raise VideoError(f"ffmpeg timed out after {timeout_s:.0f} s and was killed")
-    return DecodeReport(process.returncode, errors)
+    return DecodeReport(0 if stopped_at is not None else process.returncode, errors, stopped_at)
 
 
 def decode_audio(path: str, start: float, seconds: float, timeout_s: float, rate: int = 16000) -> bytes:
