@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from vidprep.evaluation.benchmarks import run_benchmark
-from vidprep.evaluation.scoring import METRIC, score
+from vidprep.evaluation.scoring import METRIC, is_unanswered, score
 from vidprep.store.store import Store
 from vidprep.conf.checks import ArtifactMissing
 
@@ -23,17 +23,30 @@ def sample_lines(rows: list[dict]) -> list[dict]:
     return lines
 
 
-def export_run(store: Store, key: str, folder: Path) -> list[Path]:
-    """Write the run's files into `folder`; the paths written."""
+def export_run(store: Store, key: str, folder: Path) -> tuple[list[Path], str]:
+    """Write the run's files into `folder`: the paths written, and a line saying the run is incomplete
+    ("" when it is not). The benchmark's file holds the questions that have an answer; where those are
+    fewer than its dataset holds, the file's name says so, as its official script expects every one."""
     rows = sorted(store.predictions([key]), key=lambda r: r["qid"])
     if not rows:
         raise ArtifactMissing(f"answer run {key} has no predictions in {store.uri}")
     folder.mkdir(parents=True, exist_ok=True)
     samples = folder / "samples.jsonl"
     samples.write_text("".join(json.dumps(line) + "\n" for line in sample_lines(rows)))
-    written = [samples]
-    benchmark = run_benchmark(store.answer_runs().get(key, {}))
+    written, incomplete = [samples], ""
+    record = store.answer_runs().get(key, {})
+    answered = [r for r in rows if not is_unanswered(r)]
+    # Runs recorded before the dataset's size was are taken as whole.
+    total = record.get("dataset_questions") or len(rows)
+    if len(answered) < total:
+        incomplete = (f"incomplete: {len(answered)} of the dataset's {total} questions have an answer "
+                      f"({len(rows) - len(answered)} failed or refused); the benchmark's file holds only those. "
+                      f"Complete it with `vidprep answer` and the run's settings, without answer.limit or answer.per_type")
+    benchmark = run_benchmark(record)
     if benchmark and benchmark.leaderboard:
-        (folder / benchmark.leaderboard_file).write_text(json.dumps(benchmark.leaderboard(rows), indent=1) + "\n")
-        written.append(folder / benchmark.leaderboard_file)
-    return written
+        path = folder / benchmark.leaderboard_file
+        if incomplete:
+            path = path.with_name(f"{path.stem}.incomplete-{len(answered)}-of-{total}{path.suffix}")
+        path.write_text(json.dumps(benchmark.leaderboard(answered), indent=1) + "\n")
+        written.append(path)
+    return written, incomplete

@@ -24,7 +24,8 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from vidprep.evaluation.benchmarks import run_benchmark
-from vidprep.evaluation.scoring import METRIC, format_score, format_usd, is_failure, report, score
+from vidprep.evaluation.scoring import (METRIC, comparison, coverage, format_pair, format_score, format_usd,
+                                        is_failure, is_refused, report, score)
 from vidprep.evaluation.tracking import beyond_defaults
 from vidprep.store.artifacts import ARTIFACTS
 from vidprep.store.store import Store
@@ -48,9 +49,10 @@ def question_file(row: dict) -> str:
 
 
 def outcome(row: dict, question: dict) -> str:
-    """failed (LLM errors), invalid, unknown (no ground truth), right or wrong."""
+    """failed (LLM errors), refused (by the endpoint), invalid, unknown (no ground truth), right or wrong."""
     if not row["valid"]:
-        return "failed" if is_failure(row.get("error") or "") else "invalid"
+        error = row.get("error") or ""
+        return "failed" if is_failure(error) else "refused" if is_refused(error) else "invalid"
     value = score(row, question)
     if value is None:
         return "unknown"
@@ -131,6 +133,7 @@ class ReportWriter:
         self.pages = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.pages.globals["format_score"] = format_score
+        self.pages.globals["coverage"] = coverage
 
     def _run(self, run_key: str) -> dict:
         """What was recorded with the answer run (its newest record; empty when none was)."""
@@ -204,17 +207,17 @@ class ReportWriter:
         return runs
 
     def _comparison(self, runs: list[dict], rows: list[dict]) -> dict:
-        """The runs scored on the questions all of them answered, per task and type."""
-        answered = {run["key"]: {r["qid"] for r in rows if r["run_key"] == run["key"]} for run in runs}
-        shared = set.intersection(*answered.values())
+        """The runs scored on the questions all of them answered, per task and type, and each pair's
+        paired difference."""
+        compared = comparison([(run["method"], run["key"]) for run in runs], rows,
+                              {run["key"]: run["benchmark"] for run in runs})
         tasks = defaultdict(list)
         for run in runs:
-            mine = [r for r in rows if r["run_key"] == run["key"] and r["qid"] in shared]
-            for task, entry in report(mine, benchmark=run["benchmark"])["tasks"].items():
+            for task, entry in compared["reports"][run["key"]]["tasks"].items():
                 tasks[task].append({"run": run, "entry": entry, "value": format_score(entry, "95% CI ")})
         types = {task: sorted({t for e in entries for t in e["entry"]["per_type"]}) for task, entries in tasks.items()}
-        return {"shared": len(shared), "same": all(a == shared for a in answered.values()),
-                "answered": {key: len(qids) for key, qids in answered.items()}, "tasks": dict(tasks), "types": types}
+        return compared | {"tasks": dict(tasks), "types": types,
+                           "pairs": [pair | {"text": format_pair(pair)} for pair in compared["pairs"]]}
 
     def _question_page(self, item: dict, others: list[dict]) -> dict:
         row, question, predicted = item["row"], item["question"], item["prediction"]
@@ -309,5 +312,5 @@ class ReportWriter:
                      disagreements=len({item["row"]["qid"] for item in listing if item["disagree"]}))
         self._render("questions.html", "questions.html", listing=listing,
                      methods=sorted({r["method"] for r in rows}), types=sorted({r["qtype"] for r in rows}),
-                     outcomes=["right", "wrong", "invalid", "failed", "unknown"], right_from=RIGHT_FROM)
+                     outcomes=["right", "wrong", "invalid", "failed", "refused", "unknown"], right_from=RIGHT_FROM)
         return self.out / "index.html"

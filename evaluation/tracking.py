@@ -86,12 +86,19 @@ def flat_metrics(metrics: dict) -> dict[str, float]:
     flat = {}
     for task, entry in metrics["tasks"].items():
         for name, value in entry.items():
+            if name == "intervals":
+                continue
             if isinstance(value, dict):
                 flat |= {f"{task}.{name}.{group}": v for group, v in value.items()}
             elif isinstance(value, (int, float)) and not isinstance(value, bool):
                 flat[f"{task}.{name}"] = value
         if entry["interval"]:
             flat[f"{task}.interval_low"], flat[f"{task}.interval_high"] = entry["interval"]
+        for figure, found in entry["intervals"].items():
+            for group, bounds in (found.items() if isinstance(found, dict) else [(None, found)]):
+                if bounds:
+                    name = f"{task}.{figure}" + (f".{group}" if group is not None else "")
+                    flat[f"{name}.interval_low"], flat[f"{name}.interval_high"] = bounds
     flat |= {f"costs.{name}": v for name, v in metrics["costs"].items() if isinstance(v, (int, float))}
     # MLflow names take letters, digits and _ - . / : and spaces only ("R@0.5", LVBench's categories).
     return {re.sub(r"[^\w\-./: ]", "_", name): float(v) for name, v in flat.items() if v is not None}

@@ -35,4 +35,4 @@ def job(cfg: DictConfig) -> None:
         ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
         summary = answer(cfg, clock, stop_ray=single_run())
         track_answer_run(cfg, summary.run_key, StoreSettings.from_config(cfg.store).open())
-    finish(summary.lines(), summary.failed)
+    finish(summary.lines(), summary.failed + summary.refused)

@@ -1,6 +1,7 @@
-"""vidprep evaluate [--run KEY ...]: scores of answer runs in the store (all by default), as each
-benchmark's own script computes them, with 95% intervals, invalid answers and LLM failures counted
-apart, and costs; several runs are then compared on the questions they all answered."""
+"""vidprep evaluate [--run KEY ...] [--resample video|question]: scores of answer runs in the store (all by
+default), as each benchmark's own script computes them, with 95% intervals, invalid answers counted
+apart, failed and refused questions left out and shown as coverage, and costs; several runs are then
+compared on the questions they all answered, pair by pair with a paired interval and test."""
 
 import argparse
 
@@ -20,6 +21,9 @@ def method_defaults() -> dict[str, dict]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", action="append", default=[], metavar="KEY", help="an answer run's key (repeatable)")
+    parser.add_argument("--resample", choices=("video", "question"), default="video",
+                        help="what the bootstrap intervals resample: whole videos (default; questions of one video "
+                             "are not independent) or single questions")
     add_overrides(parser)
 
 
@@ -41,9 +45,10 @@ def run(args: argparse.Namespace) -> None:
     recorded, defaults = store.answer_runs(), method_defaults()
     benchmarks = {key: run_benchmark(recorded.get(key, {})) for _, key in runs}
     for method, key in runs:
-        result = report([r for r in rows if r["run_key"] == key], model_prices(cfg.prices), benchmarks[key])
+        result = report([r for r in rows if r["run_key"] == key], model_prices(cfg.prices), benchmarks[key],
+                        args.resample)
         print("\n".join(format_report(method, key, result)))
         if "settings" in recorded.get(key, {}):
             print(f"  settings: {beyond_defaults(recorded[key]['settings'], defaults)}")
     if len(runs) > 1:
-        print("\n".join(["", *format_comparison(runs, rows, benchmarks)]))
+        print("\n".join(["", *format_comparison(runs, rows, benchmarks, args.resample)]))

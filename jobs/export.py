@@ -24,5 +24,8 @@ def run(args: argparse.Namespace) -> None:
 
     cfg = load_config(args.overrides)
     store = StoreSettings.from_config(cfg.store).open()
-    for path in export_run(store, args.run, args.out or Path("exports") / args.run):
+    written, incomplete = export_run(store, args.run, args.out or Path("exports") / args.run)
+    for path in written:
         print(f"written: {path}")
+    if incomplete:
+        print(f"warning: {incomplete}")

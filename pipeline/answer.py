@@ -23,7 +23,7 @@ from vidprep.pipeline.runner import init_ray, pool_map
 from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.progress import Progress
 from vidprep.evaluation.benchmarks import first_per_type
-from vidprep.evaluation.scoring import is_failure
+from vidprep.evaluation.scoring import is_failure, is_refused
 from vidprep.evaluation.tracking import provenance, run_settings
 from vidprep.agents.base import Question
 from vidprep.stages.media.files import is_uri
@@ -134,8 +134,8 @@ class AnswerWorker:
                 prediction = self.agent.answer(question, tools)
             except ModelRefused as error:
                 # Not this question's outcome: the run stops, and the question stays unanswered.
-                return {"qid": question.qid, "valid": False, "failed": True, "llm_calls": 0, "cache_hits": 0,
-                        "refused": str(error)}
+                return {"qid": question.qid, "valid": False, "failed": True, "refused": False, "llm_calls": 0,
+                        "cache_hits": 0, "model_refused": str(error)}
         used = sum(per_model.values(), Usage())
         by_model = {model: {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
                     for model, u in per_model.items()}
@@ -150,7 +150,8 @@ class AnswerWorker:
             "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started,
         })
         return {"qid": question.qid, "valid": prediction.valid, "failed": is_failure(prediction.error),
-                "llm_calls": used.calls, "cache_hits": used.cache_hits, "refused": ""}
+                "refused": is_refused(prediction.error), "llm_calls": used.calls, "cache_hits": used.cache_hits,
+                "model_refused": ""}
 
 
 @dataclasses.dataclass
@@ -163,6 +164,8 @@ class AnswerSummary:
     invalid: int
     # Questions whose LLM calls failed past the retry budget (stored with the reason, asked again next run).
     failed: int
+    # Questions the endpoint refused (stored with its message, asked again only with answer.retry_refused).
+    refused: int
     # Where the questions were read from (the loader's files and folders, absolute).
     source: str
     llm_calls: int
@@ -175,10 +178,20 @@ class AnswerSummary:
     def lines(self) -> list[str]:
         return [f"warning: {w}" for w in self.warnings] + [f"questions read from {self.source}"] + [
                 f"run {self.run_key} ({self.method}): {self.questions} questions, {self.answered} answered now, "
-                f"{self.skipped} already answered, {self.invalid} invalid, {self.failed} failed; "
+                f"{self.skipped} already answered, {self.invalid} invalid, {self.failed} failed, "
+                f"{self.refused} refused by the endpoint; "
                 f"LLM calls: {self.llm_calls} ({self.cached_calls} from the reply cache); "
                 f"wall time {self.wall_seconds:.1f} s",
                 f"scores: vidprep evaluate --run {self.run_key}"]
+
+
+def settled(stored: dict, asked_json: str | None, retry_refused: bool) -> bool:
+    """Whether a stored prediction is the run's result for its question, not asked again: any outcome but
+    a failure (LLM calls failed past the retry budget) and, with `retry_refused`, a refusal, as long as the
+    question reads as asked now (a corrected annotation file is answered and scored anew)."""
+    error = stored["error"] or ""
+    return (stored["question_json"] == asked_json and not is_failure(error)
+            and not (retry_refused and is_refused(error)))
 
 
 def questions_source(loader: DictConfig) -> str:
@@ -208,6 +221,7 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
     settings = StoreSettings.from_config(cfg.store)
     store = settings.open()
     questions = instantiate(cfg.dataset.questions, _convert_="all")
+    dataset_questions = len(questions)
     if cfg.answer.per_type:
         questions = first_per_type(questions, cfg.answer.per_type)
     if cfg.answer.limit:
@@ -215,12 +229,9 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
     ids = resolve_videos(store, questions, plan.keys, captions_only=plan.probe is None)
     check_clips(store, questions, ids)
     key = run_key(cfg, plan.keys)
-    # A question whose LLM calls failed past the retry budget is asked again; any other outcome,
-    # an invalid answer included, is the method's result for this run key, as long as the question
-    # reads the same (a corrected annotation file is answered and scored anew).
     asked = {q.qid: json.dumps(q.to_dict()) for q in questions}
     done = store.predictions([key], ["qid", "error", "question_json"])
-    answered = {r["qid"] for r in done if not is_failure(r["error"]) and r["question_json"] == asked.get(r["qid"])}
+    answered = {r["qid"] for r in done if settled(r, asked.get(r["qid"]), cfg.answer.retry_refused)}
     pending = [{"question_json": asked[q.qid], "video_id": ids[q.video]} for q in questions if q.qid not in answered]
     results = []
     if pending:
@@ -241,11 +252,11 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
         every = cfg.store.compact_every_questions
         with Progress("questions", len(pending)) as progress:
             for result in answered_now.iter_rows():
-                if result["refused"]:
+                if result["model_refused"]:
                     store.compact(ANSWER_TABLES)
-                    raise ModelRefused(result["refused"])
+                    raise ModelRefused(result["model_refused"])
                 results.append(result)
-                progress.advance(1, int(result["failed"]))
+                progress.advance(1, int(result["failed"] or result["refused"]))
                 if every and len(results) % every == 0:
                     store.compact(ANSWER_TABLES)
         if every:
@@ -253,14 +264,17 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
     if stop_ray:
         ray.shutdown()
     summary = AnswerSummary(key, agent.name, len(questions), len(results),
-                            len(questions) - len(pending), sum(not r["valid"] and not r["failed"] for r in results),
-                            sum(r["failed"] for r in results), questions_source(cfg.dataset.questions),
+                            len(questions) - len(pending),
+                            sum(not r["valid"] and not r["failed"] and not r["refused"] for r in results),
+                            sum(r["failed"] for r in results), sum(r["refused"] for r in results),
+                            questions_source(cfg.dataset.questions),
                             sum(r["llm_calls"] for r in results),
                             sum(r["cache_hits"] for r in results),
                             time.monotonic() - clock, warnings)
     store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
                      json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name,
                                                                  "loader": cfg.dataset.questions._target_,
+                                                                 "dataset_questions": dataset_questions,
                                                                  "keys": plan.keys,
                                                                  "settings": run_settings(cfg),
                                                                  "provenance": provenance(cfg)}))

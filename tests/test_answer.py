@@ -22,6 +22,8 @@ from vidprep.conf.checks import ManifestError
 from vidprep.evaluation.tracking import track_answer_run
 from vidprep.evaluation.benchmarks import (activitynet_rtl, causal_vidqa, egoschema, intentqa, jsonl, lvbench,
                                          neptune, nextqa, perception_test, star)
+from vidprep.agents.base import Question
+from vidprep.evaluation.benchmarks import run_benchmark
 from vidprep.evaluation.scoring import format_comparison, interval, iou, report, token_f1
 from vidprep.store.settings import StoreSettings
 from vidprep.conf.checks import ArtifactMissing
@@ -383,6 +385,9 @@ def test_star_loads_its_released_layout_and_reports_the_mean_of_its_types(tmp_pa
     # Over questions 2/3; STAR's "Mean" is the mean of its types' accuracies: (1 + 1/2) / 2.
     assert entry["score"] == pytest.approx(2 / 3) and entry["mean of categories"] == pytest.approx(0.75)
     assert "mean of categories" not in report(prediction_rows(questions, [0, 1, 2]))["tasks"]["mcq"]
+    # STAR_test.json withholds the answer: its questions load unscored.
+    (tmp_path / "STAR_test.json").write_text(json.dumps([{k: v for k, v in q.items() if k != "answer"} for q in STAR_VAL]))
+    assert [q.answer for q in star.load(str(tmp_path / "STAR_test.json"), str(tmp_path))] == [None] * 3
     (tmp_path / "bad.json").write_text(json.dumps([STAR_VAL[0], {**STAR_VAL[1], "answer": "Sat down."}]))
     with pytest.raises(ManifestError, match=r"bad.json: item 1: not a STAR question \(its answer 'Sat down.' is none"):
         star.load(str(tmp_path / "bad.json"), str(tmp_path))
@@ -487,10 +492,18 @@ def test_perception_test_loads_its_released_layout_by_area_and_reasoning(tmp_pat
     entry = report(prediction_rows(questions, [1, 0, 0]))["tasks"]["mcq"]  # right, wrong, right: top-1 accuracy
     assert entry["score"] == pytest.approx(2 / 3)
     assert entry["per_category"] == pytest.approx({"descriptive": 0.5, "memory": 0.0, "physics": 1.0, "predictive": 1.0})
-    broken = {"video_1": {"metadata": {}, "mc_question": [{"id": 0, "question": "?", "options": []}]}}
+    broken = {"video_1": {"metadata": {}, "mc_question": [{"id": 0, "options": []}]}}
     (tmp_path / "bad.json").write_text(json.dumps(broken))
-    with pytest.raises(ManifestError, match=r"bad.json: video video_1: not a Perception Test entry \('area'\)"):
+    with pytest.raises(ManifestError, match=r"bad.json: video video_1: not a Perception Test entry \('question'\)"):
         perception_test.load(str(tmp_path / "bad.json"), str(tmp_path))
+    # The test split withholds answer_id, area and reasoning: its questions load, answered but unscored.
+    withheld = {video: item | {"mc_question": [{k: v for k, v in mc.items() if k not in ("answer_id", "area", "reasoning")}
+                                               for mc in item["mc_question"]]} for video, item in PERCEPTION_TEST.items()}
+    (tmp_path / "mc_question_test.json").write_text(json.dumps(withheld))
+    test_split = perception_test.load(str(tmp_path / "mc_question_test.json"), str(tmp_path))
+    assert [(q.answer, q.qtype, q.categories) for q in test_split] == [(None, "", [])] * 3
+    unscored = report(prediction_rows(test_split, [1, 0, 0]))["tasks"]["mcq"]
+    assert (unscored["scored"], unscored["unknown"], unscored["score"]) == (0, 3, None)
 
 
 def _causal_vidqa_folder(root: Path, videos: dict[str, dict]) -> None:
@@ -692,7 +705,8 @@ def test_runs_that_answered_different_questions_are_compared_on_the_shared_ones(
     first = [dict(r, run_key="a") for r in prediction_rows(questions[:2], [3, 0])]  # right, wrong
     second = [dict(r, run_key="b") for r in prediction_rows(questions[1:], [2, 1])]  # right, right
     lines = format_comparison([("llovi", "a"), ("random", "b")], first + second)
-    assert lines[0] == "the runs answered different questions (llovi 2, random 2); compared on the 1 they share:"
+    assert lines[0] == ("the runs answered different questions (llovi 2, random 2 answered); compared on the 1 "
+                        "every run answered:")
     # Question 12 alone: wrong in the first run, right in the second.
     assert "accuracy 0.000, 0 invalid" in lines[1] and "accuracy 1.000, 0 invalid" in lines[2]
     same = format_comparison([("llovi", "a"), ("random", "b")], first + [dict(r, run_key="b") for r in first])
@@ -743,12 +757,12 @@ def test_a_questions_cost_counts_the_vision_models_calls_and_the_frames_it_viewe
     assert unpriced["usd_per_question"] is None and unpriced["unpriced_models"] == ["scripted"]
 
 
-def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precomputed, sample_dir, tmp_path):
+def test_an_llm_timeout_is_a_failure_and_a_refusal_is_final_both_counted_apart_from_invalid_answers(precomputed, sample_dir, tmp_path):
     import shutil
 
     from omegaconf import OmegaConf
 
-    from vidprep.pipeline.answer import AnswerWorker
+    from vidprep.pipeline.answer import AnswerWorker, settled
     from vidprep.pipeline.plan import build_plan
     from vidprep.evaluation.scoring import format_report
     from vidprep.store.keys import content_id
@@ -768,16 +782,29 @@ def test_an_llm_timeout_is_a_failure_counted_apart_from_invalid_answers(precompu
                               plan.frames_per_caption)
         server.script = [("hang", 3)]
         question = next(q for q in jsonl.load(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
-        result = worker.answer({"question_json": json.dumps(question.to_dict()),
-                         "video_id": content_id(sample_dir / "scenes.mp4")})
+        asked = {"question_json": json.dumps(question.to_dict()), "video_id": content_id(sample_dir / "scenes.mp4")}
+        result = worker.answer(asked)
+        # A refusal (here: past the context window) is final: stored as refused with the provider's words.
+        worker.key = "refusal-probe"
+        server.script = [("status", 400, {}, "This model's maximum context length is 4096 tokens.")]
+        refusal = worker.answer(asked)
     finally:
         server.close()
-    assert result["failed"] and not result["valid"]
+    assert refusal["refused"] and not refusal["failed"]
+    refused_row = worker.store.predictions(["refusal-probe"])[0]
+    assert refused_row["error"].startswith("LLMRefused") and "maximum context length" in refused_row["error"]
+    refused_scores = report([refused_row])["tasks"]["mcq"]
+    assert (refused_scores["refused"], refused_scores["failed"], refused_scores["invalid"]) == (1, 0, 0)
+    assert not settled(refused_row, refused_row["question_json"], retry_refused=True)
+    assert settled(refused_row, refused_row["question_json"], retry_refused=False)
     row = worker.store.predictions(["timeout-probe"])[0]
+    assert not settled(row, row["question_json"], retry_refused=False)
     assert row["error"].startswith("LLMError") and row["llm_calls"] == 1
     scores = report([row])
+    # No answer came back: left out of the score, not scored wrong.
     assert (scores["tasks"]["mcq"]["invalid"], scores["tasks"]["mcq"]["failed"]) == (0, 1)
-    assert ", 0 invalid, 1 failed (LLM errors, asked again next run)" in format_report("videoagent2", "k", scores)[1]
+    assert scores["tasks"]["mcq"]["score"] is None
+    assert "scored 0 of 1; 1 failed (LLM errors); rerun to complete; 0 invalid" in format_report("videoagent2", "k", scores)[1]
 
 
 METHODS_DOC = Path(__file__).resolve().parents[1] / "docs" / "methods.md"
@@ -837,6 +864,92 @@ def test_every_paper_experiment_is_what_the_methods_table_says(tmp_path):
 
 def test_the_bootstrap_interval_does_not_depend_on_the_order_the_rows_were_read_in():
     # evaluate reads rows in the store's order, the report sorted by method and question: one interval.
-    scores = [1.0] * 79 + [0.0] * 276
-    shuffled = list(np.random.default_rng(7).permutation(scores))
-    assert interval(scores) == interval(shuffled) == interval(sorted(scores, reverse=True))
+    rows = [(1.0 if i < 79 else 0.0, f"v{i // 4}") for i in range(355)]
+    shuffled = [rows[i] for i in np.random.default_rng(7).permutation(len(rows))]
+    assert interval(*map(list, zip(*rows))) == interval(*map(list, zip(*shuffled)))
+
+
+def test_the_clustered_interval_matches_the_analytic_one_and_the_question_level_one_is_too_narrow():
+    # 200 videos of 10 questions; a video's questions share its difficulty (intra-class correlation ~0.3).
+    rng = np.random.default_rng(3)
+    p_video = np.clip(rng.normal(0.6, 0.25, 200), 0.02, 0.98)
+    scores = (rng.random((200, 10)) < p_video[:, None]).astype(float)
+    values, videos = list(scores.ravel()), [f"v{i}" for i in range(200) for _ in range(10)]
+    questions = [f"q{i}" for i in range(len(values))]
+    # Equal clusters: the mean is the mean of video means, whose standard error is their sd over sqrt(200).
+    analytic = 1.96 * scores.mean(axis=1).std(ddof=1) / np.sqrt(200)
+    low, high = interval(values, videos)
+    assert (high - low) / 2 == pytest.approx(analytic, rel=0.1)
+    naive_low, naive_high = interval(values, questions)
+    assert (naive_high - naive_low) / 2 == pytest.approx(1.96 * np.std(values, ddof=1) / np.sqrt(2000), rel=0.1)
+    assert (naive_high - naive_low) < 0.7 * (high - low)
+
+
+def test_paired_comparison_tests_the_difference_on_shared_questions_with_mcnemar_and_a_paired_interval():
+    from scipy.stats import binomtest
+
+    from vidprep.evaluation.scoring import comparison, mcnemar_exact, sign_flip_test
+
+    questions = [Question(qid=f"q{i}", video=f"v{i // 3}.mp4", task="mcq", question="?", choices=["a", "b"],
+                          answer=0, qtype="T") for i in range(90)]
+    # Run a is right on 60, run b on 45; they differ on 25 questions (20 only a, 5 only b), spread over the videos.
+    a_right = [i % 18 < 12 for i in range(90)]
+    b_right = [i % 18 < 8 or i % 18 == 12 for i in range(90)]
+    a = [dict(r, run_key="a") for r in prediction_rows(questions, [0 if r else 1 for r in a_right])]
+    b = [dict(r, run_key="b") for r in prediction_rows(questions, [0 if r else 1 for r in b_right])]
+    # A question that failed in run b is left out of both, and so is a refused one.
+    b[89] |= {"valid": False, "error": "LLMError: timed out", "prediction_json": "null"}
+    b[88] |= {"valid": False, "error": "LLMRefused: 400: too long", "prediction_json": "null"}
+    compared = comparison([("m", "a"), ("n", "b")], a + b)
+    (pair,) = compared["pairs"]
+    assert compared["shared"] == pair["shared"] == 88 and not compared["same"]
+    assert pair["difference"] == pytest.approx((60 - 45) / 88)
+    assert pair["p"] == pytest.approx(binomtest(5, 25, 0.5).pvalue) == mcnemar_exact(a_right[:88], b_right[:88])
+    assert pair["test"] == "McNemar exact" and pair["excludes_zero"] and 0 < pair["interval"][0] < pair["difference"]
+    assert compared["reports"]["b"]["tasks"]["mcq"]["failed"] == 0  # the shared questions only
+    # Same answers: no difference, and the interval is the point 0.
+    same = comparison([("m", "a"), ("n", "b")], a + [dict(r, run_key="b") for r in a])["pairs"][0]
+    assert same["difference"] == 0 and same["p"] == 1.0 and not same["excludes_zero"]
+    # The sign-flip test of continuous scores, exact below 17 differences: flipping 4 equal ones.
+    assert sign_flip_test([0.5] * 4) == pytest.approx(2 / 16)
+
+
+def test_failed_questions_are_coverage_and_a_split_unit_is_never_rescored_as_right():
+    from vidprep.evaluation.scoring import comparison, coverage
+
+    answer_q = Question(qid="v_2", video="v.mp4", task="mcq", question="?", choices=["a", "b"], answer=0,
+                        qtype="PA", categories=["predictive"], unit="v_predictive")
+    reason_q = Question(qid="v_3", video="v.mp4", task="mcq", question="?", choices=["a", "b"], answer=1,
+                        qtype="PR", categories=["predictive"], unit="v_predictive")
+    other = Question(qid="w_0", video="w.mp4", task="mcq", question="?", choices=["a", "b"], answer=0, qtype="D")
+    # Run a: answer right, reason wrong (the unit is wrong). Run b: answer right, reason failed.
+    a = [dict(r, run_key="a") for r in prediction_rows([answer_q, reason_q, other], [0, 0, 0])]
+    b = [dict(r, run_key="b") for r in prediction_rows([answer_q, reason_q, other], [0, None, 0])]
+    b[1] |= {"error": "LLMError: the endpoint did not answer"}
+    entry = report(b)["tasks"]["mcq"]
+    assert (entry["score"], entry["failed"], entry["scored"]) == (1.0, 1, 2)
+    assert coverage(entry) == "scored 2 of 3; 1 failed (LLM errors); rerun to complete"
+    compared = comparison([("m", "a"), ("n", "b")], a + b)
+    # Only w_0 is shared: run a's answer half alone would score right.
+    assert compared["shared"] == 1
+    assert compared["reports"]["a"]["tasks"]["mcq"]["score"] == 1.0 == compared["pairs"][0]["shared"]
+
+
+def test_every_headline_figure_has_an_interval():
+    questions = [Question(qid=f"q{i}", video=f"v{i % 8}.mp4", task="mcq", question="?", choices=["a", "b"], answer=0,
+                          qtype=["Interaction", "Sequence"][i % 2], categories=[["Interaction", "Sequence"][i % 2]])
+                 for i in range(40)]
+    rows = prediction_rows(questions, [i % 3 and 1 for i in range(40)])
+    entry = report(rows, benchmark=run_benchmark({"dataset": "star"}))["tasks"]["mcq"]
+    intervals = entry["intervals"]
+    for figure, found in [("mean of categories", intervals["mean of categories"]),
+                          *intervals["per_type"].items(), *intervals["per_category"].items()]:
+        value = entry["mean of categories"] if figure == "mean of categories" else entry["per_type"].get(
+            figure, entry["per_category"].get(figure))
+        assert found[0] <= value <= found[1], figure
+    spans = [Question(qid=f"s{i}", video=f"v{i % 5}.mp4", task="rtl", question="when?", answer=[2.0, 6.0],
+                      qtype="rtl", duration=20.0) for i in range(20)]
+    rtl = report(prediction_rows(spans, [[2.0, 6.0 + i % 4] for i in range(20)]))["tasks"]["rtl"]
+    assert rtl["intervals"]["mIoU per video"][0] <= rtl["mIoU per video"] <= rtl["intervals"]["mIoU per video"][1]
+    assert rtl["intervals"]["P@0.5 per video"] is not None
+

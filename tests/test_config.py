@@ -36,8 +36,9 @@ def test_each_option_sets_only_what_differs_from_its_classes_defaults(group, opt
                 assert value != defaults[key], \
                     f"{path}: {where}.{key}: {value!r} is {target}'s default; leave it out"
     # The option composes, its values typed by its classes' schemas (a profile where an LLM client takes it).
-    selected = {"experiment": f"+experiment={option}", "profile": f"profile@llm.client.profile={option}"}
-    load_config([selected.get(group, f"{group}={option}")])
+    selected = {"experiment": [f"+experiment={option}"], "profile": [f"profile@llm.client.profile={option}"],
+                "oracle_modules": ["method=caviar_agent", f"+oracle_modules={option}"]}
+    load_config(selected.get(group, [f"{group}={option}"]))
 
 
 def test_a_setting_the_yaml_leaves_out_is_overridden_as_any_other_and_typed():

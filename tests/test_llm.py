@@ -12,7 +12,7 @@ from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
 from vidprep.store.settings import StoreSettings
 from vidprep.stages.context import WorkerContext
-from vidprep.stages.models.llm import LLMClient, LLMError, LLMReplyError, image_part
+from vidprep.stages.models.llm import LLMClient, LLMError, LLMRefused, LLMReplyError, image_part
 from vidprep.store.artifacts import SUMMARIES
 from vidprep.store.keys import content_id
 from vidprep.store.store import Store
@@ -120,10 +120,14 @@ def test_a_refused_response_format_or_image_stops_with_the_model_and_the_setting
     with pytest.raises(ModelRefused, match="scripted takes 0 images per request"):
         client(server, profile=text_only).complete(ask_with_image)
     assert len(server.requests) == 1
-    # Any other 400 is the question's failure, as before.
+    # Any other 4xx but 408, 409 and 429 is this request's refusal, final and not retried; those three
+    # are tried again.
     server.script = [("status", 400, {}, "This model's maximum context length is 4096 tokens.")]
-    with pytest.raises(LLMError, match="refused the request: 400"):
+    with pytest.raises(LLMRefused, match="refused the request: 400: This model's maximum context length"):
         client(server).complete(ASK)
+    sent = len(server.requests)
+    server.script = [("status", 408, {}), ("status", 409, {})]
+    assert client(server).complete(ASK) and len(server.requests) == sent + 3
 
 
 def test_persistent_cache_hits_across_clients_and_can_be_switched_off(server, tmp_path):

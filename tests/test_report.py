@@ -77,14 +77,19 @@ def test_comparison_page_shows_evaluates_numbers_and_a_chart_with_one_colour_per
     done = subprocess.run([sys.executable, "-m", "vidprep.jobs.cli", "evaluate", *runs, f"store.uri={root / 'db'}"],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    # evaluate's per-run lines: "  mcq: 3 questions, 0 invalid, accuracy 0.333 (95% CI 0.000-1.000)..."
-    printed = Counter(re.findall(r"  \w+: \d+ questions.*?, ((?:accuracy|mIoU|token F1) [\d.]+(?: \(95% CI [\d.-]+\))?)",
-                                 done.stdout))
+    # evaluate's per-run lines: "  mcq: scored 3 of 3; 0 invalid (scored wrong); accuracy 0.333 (95% CI 0.000-1.000)..."
+    printed = Counter(re.findall(
+        r"  \w+: scored \d+ of \d+.*?; ((?:accuracy|mIoU|token F1) [\d.]+(?: \(95% CI [\d.-]+\))?)", done.stdout))
     dom = chromium(tmp_path, index.as_uri(), "--dump-dom")
     shown = Counter(unescape(s) for s in re.findall(r'<span class="score">([^<]+)</span>', dom))
     assert shown and shown == printed
     # Seven questions for direct and random, two for traveler: compared on the two they share, as evaluate says.
-    assert "compared on the 2 they share" in done.stdout
+    assert "compared on the 2 every run answered" in done.stdout
+    # Each pair of runs per task: its paired difference, as evaluate prints it and the page shows it.
+    pairs = re.findall(r"^  (\w+) \(\w+\) - (\w+) \(\w+\) (\w+): ([+-][\d.]+)", done.stdout, re.M)
+    shown_pairs = re.findall(r'<td class="difference">([+-][\d.]+)', dom)
+    assert pairs and sorted(p[3] for p in pairs) == sorted(shown_pairs)
+    assert {(a, b) for a, b, *_ in pairs} <= {("direct", "random"), ("direct", "traveler"), ("random", "traveler")}
     assert re.search(r"answered different questions\s*\(direct 7, random 7, traveler 2\);\s*they are compared on the 2",
                      dom)
     # The chart: drawn, with its axes' titles and values, one trace and one colour per method.

@@ -9,7 +9,8 @@ def load(json_path: str, video_dir: str) -> list[Question]:
     """The Perception Test's multiple-choice annotations (mc_question_{split}.json or all_{split}.json):
     {video_id: {metadata, mc_question: [{id, question, options, answer_id, area, reasoning, tag}]}}.
     The qtype is the question's area, its categories its area and its type of reasoning, the two axes
-    its results are reported by. The video is {video_id}.mp4."""
+    its results are reported by. The video is {video_id}.mp4. The test split withholds answer_id, area
+    and reasoning: its questions load unscored, without type or categories."""
     data = read_json(json_path, dict, "the Perception Test's annotations (a JSON object by video id)")
     questions = []
     for video, item in data.items():
@@ -17,8 +18,8 @@ def load(json_path: str, video_dir: str) -> list[Question]:
             for mc in item["mc_question"]:
                 questions.append(Question(
                     qid=f"{video}_{mc['id']}", video=video_path(video_dir, video), task="mcq", question=mc["question"],
-                    choices=list(mc["options"]), answer=mc.get("answer_id"), qtype=mc["area"],
-                    categories=[mc["area"], mc["reasoning"]]))
+                    choices=list(mc["options"]), answer=mc.get("answer_id"), qtype=mc.get("area", ""),
+                    categories=[mc[axis] for axis in ("area", "reasoning") if axis in mc]))
         except (KeyError, TypeError) as error:
             raise ManifestError(f"{json_path}: video {video}: not a Perception Test entry ({error})") from error
     return questions

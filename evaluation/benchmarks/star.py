@@ -11,21 +11,23 @@ def load(json_path: str, video_dir: str) -> list[Question]:
     choices: [{choice_id, choice}], ...}; the answer is the text of one choice. The qtype is the
     question's template (Interaction_T1), its category the question type its results are reported by
     (Interaction, Sequence, Prediction, Feasibility). The video is Charades' {video_id}.mp4, and the
-    question is about its clip from `start` to `end` seconds."""
+    question is about its clip from `start` to `end` seconds. STAR_test.json withholds `answer`: its
+    questions load unscored."""
     data = read_json(json_path, list, "STAR's question list (a JSON list of questions)")
     questions = []
     for number, item in enumerate(data):
         try:
             choices = [c["choice"] for c in sorted(item["choices"], key=lambda c: c["choice_id"])]
-            if item["answer"] not in choices:
-                raise ValueError(f"its answer {item['answer']!r} is none of its choices")
+            answer = item.get("answer")
+            if answer is not None and answer not in choices:
+                raise ValueError(f"its answer {answer!r} is none of its choices")
             category, template = item["question_id"].split("_")[:2]
             clip = [float(item["start"]), float(item["end"])]
             if not 0 <= clip[0] < clip[1]:
                 raise ValueError(f"its clip {clip} is not a range of seconds (start < end)")
             questions.append(Question(
                 qid=item["question_id"], video=video_path(video_dir, item["video_id"]), task="mcq",
-                question=item["question"], choices=choices, answer=choices.index(item["answer"]),
+                question=item["question"], choices=choices, answer=None if answer is None else choices.index(answer),
                 qtype=f"{category}_{template}", categories=[category], clip=clip))
         except (KeyError, TypeError, ValueError) as error:
             raise ManifestError(f"{json_path}: item {number}: not a STAR question ({error})") from error

@@ -45,12 +45,23 @@ def api_keys(config) -> dict[str, str]:
     return {name: os.environ[name] for name in sorted(names) if name in os.environ}
 
 
-# Failures worth another attempt: the endpoint was slow, dropped the connection, was busy or broke.
-TRANSIENT = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
+# Failures worth another attempt: the endpoint was slow, dropped the connection, was busy or broke;
+# also a 408 (request timeout) and a 409 (conflict), which OpenAI's own client retries.
+TRANSIENT = (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError,
+             openai.ConflictError)
+
+
+def transient(error: BaseException) -> bool:
+    return isinstance(error, TRANSIENT) or isinstance(error, openai.APIStatusError) and error.status_code == 408
 
 
 class LLMError(RuntimeError):
     """The endpoint could not give a usable reply within the retry budget."""
+
+
+class LLMRefused(LLMError):
+    """The endpoint refused the request for what it asks (a 4xx such as a prompt past the context
+    window): asked again, it would be refused again."""
 
 
 # Words of a 400 that refuses the request's form rather than its content: the model's profile is wrong.
@@ -272,18 +283,17 @@ class LLMClient(Component):
                                     repaired) from None
 
     def _call(self, messages: list, params: dict) -> tuple[str, int, int]:
-        retrying = tenacity.Retrying(retry=tenacity.retry_if_exception_type(TRANSIENT),
+        retrying = tenacity.Retrying(retry=tenacity.retry_if_exception(transient),
                                      stop=tenacity.stop_after_attempt(self.max_retries + 1), wait=self._wait,
                                      before_sleep=lambda _: self._count(retries=1), reraise=True)
         try:
             response = retrying(self._create, messages, params)
-        except TRANSIENT as error:
+        except (*TRANSIENT, openai.APIStatusError) as error:
             self._count(calls=1)
-            raise LLMError(f"{self.base_url} failed after {retrying.statistics['attempt_number']} attempts: "
-                           f"{type(error).__name__}: {error}") from None
-        except openai.APIStatusError as error:
+            if transient(error):
+                raise LLMError(f"{self.base_url} failed after {retrying.statistics['attempt_number']} attempts: "
+                               f"{type(error).__name__}: {error}") from None
             # A refused request (bad key, unknown model, too long) is not retried: it would fail again.
-            self._count(calls=1)
             if error.status_code == 400 and any(word in str(error.message).lower() for word in REFUSED_FORMATS):
                 # The profile promised what the model does not take: every request would be refused alike.
                 raise ModelRefused(
@@ -291,7 +301,8 @@ class LLMClient(Component):
                     f"({error.message}); its profile says structured_output={self.profile.structured_output}, "
                     f"max_images={self.profile.max_images}: choose the profile of this model "
                     "(profile@llm.client.profile=..., or profile@vision.llm.profile=...)") from None
-            raise LLMError(f"{self.base_url} refused the request: {error.status_code}: {error.message}") from None
+            raise LLMRefused(f"{self.model} at {self.base_url} refused the request: {error.status_code}: "
+                             f"{error.message}") from None
         usage = response.usage
         prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
         self._count(calls=1, prompt_tokens=prompt, completion_tokens=completion)
