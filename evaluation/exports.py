@@ -43,10 +43,10 @@ def export_run(store: Store, key: str, folder: Path) -> tuple[list[Path], str]:
                       f"({len(rows) - len(answered)} failed or refused); the benchmark's file holds only those. "
                       f"Complete it with `vidprep answer` and the run's settings, without answer.limit or answer.per_type")
     benchmark = run_benchmark(record)
-    if benchmark and benchmark.leaderboard:
-        path = folder / benchmark.leaderboard_file
+    for name, write in (benchmark.leaderboards if benchmark else {}).items():
+        path = folder / name
         if incomplete:
             path = path.with_name(f"{path.stem}.incomplete-{len(answered)}-of-{total}{path.suffix}")
-        path.write_text(json.dumps(benchmark.leaderboard(answered), indent=1) + "\n")
+        path.write_text(write(answered))
         written.append(path)
     return written, incomplete

@@ -1,6 +1,7 @@
 """`vidprep answer` and `vidprep evaluate` end to end with the real local LLM, on the sample questions."""
 
 import csv
+import io
 import itertools
 import json
 import pickle
@@ -492,6 +493,12 @@ def test_perception_test_loads_its_released_layout_by_area_and_reasoning(tmp_pat
     entry = report(prediction_rows(questions, [1, 0, 0]))["tasks"]["mcq"]  # right, wrong, right: top-1 accuracy
     assert entry["score"] == pytest.approx(2 / 3)
     assert entry["per_category"] == pytest.approx({"descriptive": 0.5, "memory": 0.0, "physics": 1.0, "predictive": 1.0})
+    # The challenge's results as VideoLLaMA2's script writes them: {video_id: [{id, answer_id, answer}]}.
+    written = json.loads(perception_test.BENCHMARK.leaderboards["perception_test_mc_results.json"](
+        prediction_rows(questions, [1, None, 0])))
+    assert written == {"video_10909": [{"id": 0, "answer_id": 1, "answer": "static"},
+                                       {"id": 1, "answer_id": -1, "answer": ""}],
+                       "video_7491": [{"id": 0, "answer_id": 0, "answer": "it falls"}]}
     broken = {"video_1": {"metadata": {}, "mc_question": [{"id": 0, "options": []}]}}
     (tmp_path / "bad.json").write_text(json.dumps(broken))
     with pytest.raises(ManifestError, match=r"bad.json: video video_1: not a Perception Test entry \('question'\)"):
@@ -550,8 +557,9 @@ def test_causal_vidqa_scores_answer_and_reason_as_one_as_its_eval_script(tmp_pat
 
 
 def test_egoschema_reads_its_real_files_and_exports_what_its_grader_reads(tmp_path):
-    # questions.json as EgoSchema's repository held it at commit 617b469 (its first 20 questions; the
-    # full file is not in reach) and its subset_answers.json (the 500 published answers).
+    # questions.json as EgoSchema's repository held it at commit 617b469 (its first 20 questions of a
+    # pre-release draft, options ordered unlike the release: tests/fixtures/README.md) and its
+    # subset_answers.json (the 500 published answers).
     questions = egoschema.load(str(FIXTURES / "egoschema_questions_617b469.json"),
                           str(FIXTURES / "egoschema_subset_answers.json"), str(tmp_path))
     assert len(questions) == 20 and all(len(q.choices) == 5 for q in questions)
@@ -566,6 +574,9 @@ def test_egoschema_reads_its_real_files_and_exports_what_its_grader_reads(tmp_pa
     graded = egoschema.egoschema_answers(rows)
     assert list(graded) == [q.qid for q in questions] and graded[questions[-1].qid] == -1
     assert all(v in range(5) for v in list(graded.values())[:19])
+    # The Kaggle competition's CSV (its README's Option A) holds the same answers.
+    kaggle = list(csv.DictReader(io.StringIO(egoschema.BENCHMARK.leaderboards["egoschema_kaggle.csv"](rows))))
+    assert {line["q_uid"]: int(line["answer"]) for line in kaggle} == graded and list(kaggle[0]) == ["q_uid", "answer"]
 
 
 def test_egoschema_and_jsonl_loaders(tmp_path, sample_dir):
@@ -652,6 +663,11 @@ def test_lvbench_loads_and_scores_as_its_compute_accuracy(tmp_path):
     answers = lvbench.lvbench_answers(rows)
     assert answers == {"11": "D", "12": "", "21": "A"}
     official = official_lvbench_accuracy(LVBENCH_META, answers)
+    # result.json for its leaderboard: compute_accuracy's figures under test_acc.py's names.
+    names = {"key information retrieval": "KIR", "event understanding": "EU", "summarization": "Sum",
+             "entity recognition": "ER", "reasoning": "Rea", "temporal grounding": "TG", "acc": "Overall"}
+    result = json.loads(lvbench.BENCHMARK.leaderboards["result.json"](rows))
+    assert result == pytest.approx({names[k]: v for k, v in official.items()})
     entry = report(rows)["tasks"]["mcq"]
     assert entry["score"] == pytest.approx(official.pop("acc")) and entry["per_category"] == pytest.approx(official)
     broken = dict(LVBENCH_META[1], qa=[dict(LVBENCH_META[1]["qa"][0], question="What is written on the sign?")])

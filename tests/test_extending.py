@@ -92,7 +92,7 @@ import json
 from pathlib import Path
 
 from vidprep.agents.base import Question
-from vidprep.evaluation.benchmarks import Benchmark, video_path
+from vidprep.evaluation.benchmarks import Benchmark, json_file, video_path
 
 
 def load(path: str, video_dir: str) -> list[Question]:
@@ -106,8 +106,8 @@ def leaderboard(rows: list[dict]) -> dict:
     return {r["qid"]: json.loads(r["prediction_json"]) for r in rows}
 
 
-BENCHMARK = Benchmark("brightness_bench", load, ("brightest",), leaderboard_file="brightness_leaderboard.json",
-                      leaderboard=leaderboard)
+BENCHMARK = Benchmark("brightness_bench", load, ("brightest",),
+                      leaderboards={"brightness_leaderboard.json": json_file(leaderboard)})
 '''
 
 # Each names its class (or function) as its schema: the class's parameters, defaults and types.

@@ -253,5 +253,5 @@ def test_a_run_recorded_before_loaders_were_is_known_as_its_benchmark_by_its_rec
 
     old = {"dataset": "nextqa_dev", "provenance": {"config": {"dataset": {
         "name": "nextqa_dev", "questions": {"_target_": "vidprep.evaluation.benchmarks.nextqa.load"}}}}}
-    assert run_benchmark(old).leaderboard_file == "nextqa_results.json"
+    assert list(run_benchmark(old).leaderboards) == ["nextqa_results.json"]
     assert run_benchmark({"dataset": "star"}).headline == "mean of categories"

@@ -10,7 +10,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vidprep.agents.base import Question
@@ -28,10 +28,14 @@ class Benchmark:
     # Its headline figure: "questions" (the task's metric over its questions, or units), or "mean of
     # categories" (STAR's mean of its four question types' accuracies).
     headline: str = "questions"
-    # The file its own tool (eval script, grader, leaderboard) reads, and how it is written from the
-    # run's prediction rows; None: it has none vidprep writes.
-    leaderboard_file: str | None = None
-    leaderboard: Callable[[list[dict]], object] | None = None
+    # The files its own tools (eval script, grader, leaderboard) read: file name -> the file's text,
+    # written from the prediction rows of the questions that have an answer.
+    leaderboards: dict[str, Callable[[list[dict]], str]] = field(default_factory=dict)
+
+
+def json_file(content: Callable[[list[dict]], object]) -> Callable[[list[dict]], str]:
+    """A leaderboard file's writer from a function giving its JSON content."""
+    return lambda rows: json.dumps(content(rows), indent=1) + "\n"
 
 
 def benchmark_of(loader: str | None) -> Benchmark | None:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from vidprep.agents.base import Question
 from vidprep.conf.checks import ManifestError
-from vidprep.evaluation.benchmarks import Benchmark, read_json, video_path
+from vidprep.evaluation.benchmarks import Benchmark, json_file, read_json, video_path
 from vidprep.evaluation.benchmarks.nextqa import nextqa_results
 
 
@@ -53,4 +53,4 @@ def load(qa_dir: str, video_dir: str, split: str | None = None) -> list[Question
 
 
 BENCHMARK = Benchmark("causal_vidqa", load, tuple(qtype for qtype, _, _ in CAUSAL_VIDQA_QUESTIONS),
-                      leaderboard_file="causal_vidqa_results.json", leaderboard=nextqa_results)
+                      leaderboards={"causal_vidqa_results.json": json_file(nextqa_results)})

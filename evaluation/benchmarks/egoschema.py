@@ -4,7 +4,7 @@ import json
 
 from vidprep.agents.base import Question
 from vidprep.conf.checks import ManifestError
-from vidprep.evaluation.benchmarks import Benchmark, read_json, video_path
+from vidprep.evaluation.benchmarks import Benchmark, json_file, read_json, video_path
 
 
 def load(questions_json: str, answers_json: str | None, video_dir: str) -> list[Question]:
@@ -30,4 +30,12 @@ def egoschema_answers(rows: list[dict]) -> dict:
     return {r["qid"]: json.loads(r["prediction_json"]) if r["valid"] else -1 for r in rows}
 
 
-BENCHMARK = Benchmark("egoschema", load, leaderboard_file="egoschema_answers.json", leaderboard=egoschema_answers)
+def egoschema_kaggle(rows: list[dict]) -> str:
+    """The CSV its Kaggle competition takes (its README's Option A): q_uid,answer; an invalid answer is
+    -1, which matches no option."""
+    answers = egoschema_answers(rows)
+    return "q_uid,answer\n" + "".join(f"{uid},{answer}\n" for uid, answer in answers.items())
+
+
+BENCHMARK = Benchmark("egoschema", load, leaderboards={"egoschema_answers.json": json_file(egoschema_answers),
+                                                       "egoschema_kaggle.csv": egoschema_kaggle})

@@ -2,7 +2,7 @@
 eval_intentqa.py (NExT-QA's rules)."""
 
 from vidprep.agents.base import Question
-from vidprep.evaluation.benchmarks import Benchmark
+from vidprep.evaluation.benchmarks import Benchmark, json_file
 from vidprep.evaluation.benchmarks import nextqa
 
 
@@ -10,5 +10,5 @@ def load(csv_path: str, video_dir: str, video_map: str | None = None, video_colu
     return nextqa.load(csv_path, video_dir, video_map, video_column)
 
 
-BENCHMARK = Benchmark("intentqa", load, ("CW", "CH", "TN", "TC"), leaderboard_file="intentqa_results.json",
-                      leaderboard=nextqa.nextqa_results)
+BENCHMARK = Benchmark("intentqa", load, ("CW", "CH", "TN", "TC"),
+                      leaderboards={"intentqa_results.json": json_file(nextqa.nextqa_results)})

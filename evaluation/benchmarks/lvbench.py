@@ -5,7 +5,7 @@ import re
 
 from vidprep.agents.base import Question
 from vidprep.conf.checks import ManifestError
-from vidprep.evaluation.benchmarks import Benchmark, json_lines, video_path
+from vidprep.evaluation.benchmarks import Benchmark, json_file, json_lines, video_path
 
 
 # LVBench's choices sit in its question text, one per line after the question: "(A) ...".
@@ -40,4 +40,22 @@ def lvbench_answers(rows: list[dict]) -> dict:
     return {r["qid"]: "ABCD"[json.loads(r["prediction_json"])] if r["valid"] else "" for r in rows}
 
 
-BENCHMARK = Benchmark("lvbench", load, leaderboard_file="lvbench_answers.json", leaderboard=lvbench_answers)
+# LVBench's leaderboard names (its scripts/test_acc.py) of the categories its compute_accuracy.py reports.
+LEADERBOARD_NAMES = {"key information retrieval": "KIR", "event understanding": "EU", "summarization": "Sum",
+                     "entity recognition": "ER", "reasoning": "Rea", "temporal grounding": "TG"}
+
+
+def lvbench_result(rows: list[dict]) -> dict:
+    """The result.json its leaderboard takes (scripts/test_acc.py): compute_accuracy's accuracies, overall
+    and per category (a question counts in each of its categories), under the leaderboard's names."""
+    right, total = {}, {}
+    for row in rows:
+        correct = row["valid"] and json.loads(row["prediction_json"]) == json.loads(row["question_json"])["answer"]
+        for category in [*json.loads(row["question_json"])["categories"], "acc"]:
+            right[category] = right.get(category, 0) + correct
+            total[category] = total.get(category, 0) + 1
+    return {LEADERBOARD_NAMES.get(c, "Overall" if c == "acc" else c): right[c] / total[c] for c in total}
+
+
+BENCHMARK = Benchmark("lvbench", load, leaderboards={"lvbench_answers.json": json_file(lvbench_answers),
+                                                     "result.json": json_file(lvbench_result)})

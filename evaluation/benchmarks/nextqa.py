@@ -5,7 +5,7 @@ import json
 
 from vidprep.agents.base import Question
 from vidprep.conf.checks import ManifestError
-from vidprep.evaluation.benchmarks import Benchmark, read_json, video_path
+from vidprep.evaluation.benchmarks import Benchmark, json_file, read_json, video_path
 
 
 # NExT-QA's question types by the family its results are also reported in (its eval_mc.py).
@@ -51,5 +51,5 @@ def nextqa_results(rows: list[dict]) -> dict:
                        "prediction": json.loads(r["prediction_json"]) if r["valid"] else -1} for r in rows}
 
 
-BENCHMARK = Benchmark("nextqa", load, tuple(sorted(NEXTQA_TYPES)), leaderboard_file="nextqa_results.json",
-                      leaderboard=nextqa_results)
+BENCHMARK = Benchmark("nextqa", load, tuple(sorted(NEXTQA_TYPES)),
+                      leaderboards={"nextqa_results.json": json_file(nextqa_results)})

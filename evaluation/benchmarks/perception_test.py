@@ -1,8 +1,10 @@
 """The Perception Test's multiple-choice annotations, by area and reasoning."""
 
+import json
+
 from vidprep.agents.base import Question
 from vidprep.conf.checks import ManifestError
-from vidprep.evaluation.benchmarks import Benchmark, read_json, video_path
+from vidprep.evaluation.benchmarks import Benchmark, json_file, read_json, video_path
 
 
 def load(json_path: str, video_dir: str) -> list[Question]:
@@ -25,4 +27,19 @@ def load(json_path: str, video_dir: str) -> list[Question]:
     return questions
 
 
-BENCHMARK = Benchmark("perception_test", load)
+def perception_test_answers(rows: list[dict]) -> dict:
+    """Its multiple-choice results as VideoLLaMA2's inference_video_mcqa_perception_test_mcqa.py writes
+    them for the challenge: {video_id: [{id, answer_id, answer}]}; an invalid answer is answer_id -1 and
+    an empty answer (that script picks option 2 instead)."""
+    results: dict[str, list] = {}
+    for row in rows:
+        question = json.loads(row["question_json"])
+        video, number = row["qid"].rsplit("_", 1)
+        choice = json.loads(row["prediction_json"]) if row["valid"] else -1
+        results.setdefault(video, []).append({"id": int(number), "answer_id": choice,
+                                              "answer": question["choices"][choice] if choice >= 0 else ""})
+    return results
+
+
+BENCHMARK = Benchmark("perception_test", load, leaderboards={"perception_test_mc_results.json":
+                                                              json_file(perception_test_answers)})
