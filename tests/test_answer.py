@@ -1,6 +1,7 @@
 """`vidprep answer` and `vidprep evaluate` end to end with the real local LLM, on the sample questions."""
 
 import csv
+import gzip
 import io
 import itertools
 import json
@@ -303,7 +304,32 @@ def test_nextqa_loader_reads_the_real_csv(tmp_path):
     assert {q.qtype for q in questions} == {"CW", "CH", "TN", "TC", "DC", "DL", "DO"}
     rows = (SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv").read_text().splitlines()
     (tmp_path / "bad.csv").write_text("\n".join([rows[0], rows[1], rows[2].replace(",CW,", ",XX,")]) + "\n")
-    with pytest.raises(ManifestError, match=r"bad.csv:3: not a NExT-QA-style row \(type 'XX' is none of"):
+    with pytest.raises(ManifestError, match=r"bad.csv:3 \(question \d+_\d+\): not a NExT-QA-style row \(type 'XX' is none of"):
+        nextqa.load(str(tmp_path / "bad.csv"), str(tmp_path))
+
+
+def test_nextqa_whole_released_val_file_loads_and_scores_as_eval_mc_and_exports_its_result_file(tmp_path):
+    # NExT-QA's val.csv as released (4,996 questions; MIT licence; tests/fixtures/README.md).
+    csv_path = tmp_path / "val.csv"
+    csv_path.write_bytes(gzip.decompress((FIXTURES / "nextqa_val.csv.gz").read_bytes()))
+    csv_rows = list(csv.DictReader(csv_path.open()))
+    questions = nextqa.load(str(csv_path), str(tmp_path))
+    assert len(questions) == len(csv_rows) == 4996
+    rng = np.random.default_rng(11)
+    predicted = [int(rng.integers(0, 5)) if i % 50 else None for i in range(len(questions))]
+    rows = prediction_rows(questions, predicted)
+    results = json.loads(nextqa.BENCHMARK.leaderboards["nextqa_results.json"](rows))
+    official = official_nextqa_accuracy(csv_rows, results)
+    entry = report(rows)["tasks"]["mcq"]
+    assert entry["score"] * 100 == pytest.approx(official["all"]) and entry["invalid"] == 100
+    assert {t: v * 100 for t, v in entry["per_type"].items()} == pytest.approx(
+        {t: v for t, v in official.items() if len(t) == 2})
+    # One malformed row of the 4,996 stops the load, named by its line and its id.
+    lines = csv_path.read_text().splitlines()
+    lines[3001] = lines[3001].replace(f",{csv_rows[3000]['type']},", ",XX,")
+    (tmp_path / "bad.csv").write_text("\n".join(lines) + "\n")
+    named = f"{csv_rows[3000]['video']}_{csv_rows[3000]['qid']}"
+    with pytest.raises(ManifestError, match=rf"bad.csv:3002 \(question {named}\): not a NExT-QA-style row"):
         nextqa.load(str(tmp_path / "bad.csv"), str(tmp_path))
 
 

@@ -39,7 +39,8 @@ def load(csv_path: str, video_dir: str, video_map: str | None = None, video_colu
                 qtype=qtype, categories=[NEXTQA_FAMILIES[qtype[0]]],
             ))
         except (KeyError, ValueError) as error:
-            raise ManifestError(f"{csv_path}:{number}: not a NExT-QA-style row ({error})") from error
+            named = f" (question {row[video_column]}_{row['qid']})" if row.get(video_column) and row.get("qid") else ""
+            raise ManifestError(f"{csv_path}:{number}{named}: not a NExT-QA-style row ({error})") from error
     return questions
 
 
