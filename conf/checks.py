@@ -4,6 +4,7 @@ anything may import it, and importing it imports nothing heavy (the command line
 fast)."""
 
 import importlib.util
+import math
 
 
 class ConfigError(ValueError):
@@ -37,12 +38,23 @@ def require(extra: str, *modules: str, needed_by: str) -> None:
                           f"pip install 'vidprep[{extra}]'")
 
 
+def check_finite(config, where: str = "") -> None:
+    """ConfigError naming the first setting that holds NaN or an infinity: no setting takes one (a NaN
+    passes every comparison, so a range check alone lets it through)."""
+    items = config.items() if isinstance(config, dict) else enumerate(config) if isinstance(config, list) else ()
+    for key, value in items:
+        name = f"{where}.{key}" if where else str(key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{name} must be a finite number, got {value}")
+        check_finite(value, name)
+
+
 def check_range(setting: str, value, low, high=None, unit: str = "", above: bool = False) -> None:
     """ConfigError naming the setting and its allowed range unless low <= value (<= high); with
     `above`, low itself is out (low < value)."""
     allowed = (f"in {low}..{high}" if high is not None else f"> {low}" if above else f">= {low}") + \
         (f" {unit}" if unit else "")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{setting} must be a number {allowed}, got {value!r}")
     if value < low or above and value == low or high is not None and value > high:
         raise ConfigError(f"{setting} must be {allowed}, got {value}")

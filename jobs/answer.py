@@ -10,7 +10,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from vidprep.jobs.config import add_overrides, hydra_job_argv
+from vidprep.jobs.config import add_overrides, check_settings, hydra_job_argv
 from vidprep.jobs.errors import finish, job_started, single_run, user_errors
 
 
@@ -32,6 +32,7 @@ def job(cfg: DictConfig) -> None:
 
     clock = job_started()
     with user_errors():
+        check_settings(cfg)
         ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
         summary = answer(cfg, clock, stop_ray=single_run())
         track_answer_run(cfg, summary.run_key, StoreSettings.from_config(cfg.store).open())

@@ -8,6 +8,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from vidprep.conf import schemas
+from vidprep.conf.checks import check_finite
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -30,7 +31,15 @@ def load_config(overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        return compose(config_name="config", overrides=overrides)
+        cfg = compose(config_name="config", overrides=overrides)
+    check_settings(cfg)
+    return cfg
+
+
+def check_settings(cfg) -> None:
+    """The checks every composed config passes, whichever command composed it."""
+    # Unresolved: a setting is checked as given (an interpolation where it points).
+    check_finite(OmegaConf.to_container(cfg, resolve=False))
 
 
 # Groups chosen for a node of another group's option: a model profile for each LLM client.

@@ -10,7 +10,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from vidprep.jobs.config import add_overrides, hydra_job_argv
+from vidprep.jobs.config import add_overrides, check_settings, hydra_job_argv
 from vidprep.jobs.errors import finish, job_started, single_run, user_errors
 
 
@@ -33,6 +33,7 @@ def job(cfg: DictConfig) -> None:
 
     clock = job_started()
     with user_errors():
+        check_settings(cfg)
         manifest = cfg.dataset.manifest  # unset, it is named before the LLM server or Ray start
         if cfg.dataset.make_sample:
             make_sample(manifest)

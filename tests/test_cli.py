@@ -150,6 +150,9 @@ def test_show_prints_a_videos_artifacts(precomputed, sample_dir):
     ("precompute", "stages.segments.seconds=-5", "stages.segments.seconds must be > 0, got -5"),
     ("precompute", "stages.frames.fps=-1", "stages.frames.fps must be in 0.001..240 frames per second, got -1"),
     ("precompute", "stages.frames.fps=1e-9", "stages.frames.fps must be in 0.001..240 frames per second, got 1e-09"),
+    # A NaN passes every comparison: it once stored one frame per video and marked each complete.
+    ("precompute", "stages.frames.fps=nan", "stages.frames.fps must be a finite number, got nan"),
+    ("answer", "llm.client.timeout_s=inf", "llm.client.timeout_s must be a finite number, got inf"),
     ("answer", "method=nosuchmethod", "Could not find 'method/nosuchmethod'"),
     ("precompute", "stages.frames.fps=fast",
      "stages.frames.fps: Value 'fast' of type 'str' could not be converted to Float"),

@@ -1,6 +1,9 @@
 """The shipped YAML holds only what differs from the code: each object it builds names its class as its
 schema (`/schema@PACKAGE: module.Class`), and no value repeats that class's default."""
 
+import functools
+import re
+
 import pytest
 from hydra.utils import get_object
 from hydra_zen import builds
@@ -45,3 +48,29 @@ def test_a_setting_the_yaml_leaves_out_is_overridden_as_any_other_and_typed():
     cfg = load_config(["stages.frames.fps=2", "method.max_steps=1"])
     assert cfg.stages.frames.fps == 2.0 and cfg.stages.frames.max_side == 448 and cfg.method.max_steps == 1
     assert cfg.stages.frames._target_ == "vidprep.stages.decode.DecodeFrames"
+
+
+@functools.cache
+def _float_settings() -> list[tuple[str, str]]:
+    """(method option, dotted key) of every float setting, once per key."""
+    from vidprep.evaluation.tracking import flatten
+
+    found = {}
+    for method in config_groups()["method"]:
+        composed = OmegaConf.to_container(load_config([f"method={method}"]), resolve=False)
+        for key, value in flatten(composed).items():
+            if isinstance(value, float):
+                found.setdefault(key, method)
+    return sorted((method, key) for key, method in found.items())
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_no_setting_takes_nan_or_an_infinity(value):
+    from vidprep.conf.checks import ConfigError
+
+    settings = _float_settings()
+    assert len(settings) >= 15 and "stages.frames.fps" in {key for _, key in settings}
+    for method, key in settings:
+        with pytest.raises(ConfigError, match=rf"^{re.escape(key)} must be a finite number, got {value.lstrip('-')}"
+                                              if value != "-inf" else rf"^{re.escape(key)} must be a finite number"):
+            load_config([f"method={method}", f"{key}={value}"])
