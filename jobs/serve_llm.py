@@ -26,7 +26,7 @@ from filelock import FileLock
 from omegaconf import DictConfig
 
 from vidprep.jobs.config import add_overrides, load_config
-from vidprep.conf.checks import ConfigError, require
+from vidprep.conf.checks import ConfigError, EndpointUnreachable, require
 
 
 def shipped_smollm2() -> str:
@@ -59,14 +59,19 @@ def is_listening(server: DictConfig) -> bool:
 
 
 def _wait_until_serving(server: DictConfig, process: subprocess.Popen | None, log: Path | None) -> None:
-    """Until the server answers; a busy one (a long completion under way) answers late, not never."""
+    """Until the server this command started answers. One that another command started and that still
+    listens is busy, not dead (it answers one request at a time, and a long completion may be under
+    way): the requests of this command wait their turn there."""
     deadline = time.monotonic() + server.startup_timeout_s
     while not is_serving(server):
+        if process is None and is_listening(server) and time.monotonic() > deadline:
+            return
         if (process is not None and process.poll() is not None) or time.monotonic() > deadline:
             if process is not None:
                 process.kill()
-            raise RuntimeError(f"the local LLM server did not answer on {server.host}:{server.port} within "
-                               f"{server.startup_timeout_s} s" + (f"; see {log}" if log else ""))
+            seen = f"; see {log}" if log is not None and log.exists() else ""
+            raise EndpointUnreachable(f"the local LLM server did not answer on {server.host}:{server.port} within "
+                               f"{server.startup_timeout_s} s{seen}")
         time.sleep(0.5)
 
 

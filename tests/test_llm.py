@@ -380,3 +380,31 @@ def test_two_processes_on_one_endpoint_share_its_limit():
         endpoint.close()
     # Each process alone would keep 4 in flight; together they keep no more than the limit, and use it.
     assert endpoint.served == 16 and endpoint.peak == 4
+
+
+def test_a_busy_server_is_waited_for_and_a_dead_one_is_not(tmp_path):
+    import socket
+
+    from omegaconf import OmegaConf
+
+    from vidprep.conf.checks import EndpointUnreachable
+    from vidprep.jobs.serve_llm import _wait_until_serving
+
+    # A server that takes connections and answers nothing yet, as llama.cpp's does while it runs another
+    # command's long completions (its one slot taken).
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(16)
+        port = busy.getsockname()[1]
+        LLMClient(f"http://127.0.0.1:{port}/v1", SCRIPTED_PROFILE).check(timeout_s=0.5)
+        started = time.monotonic()
+        _wait_until_serving(OmegaConf.create({"host": "127.0.0.1", "port": port, "startup_timeout_s": 1}), None,
+                            tmp_path / "llm-server.log")
+        assert time.monotonic() - started < 10
+    # Nothing listens any more: a dead endpoint stops the run at once, and a message names no log that
+    # does not exist.
+    with pytest.raises(EndpointUnreachable, match=f"the LLM endpoint http://127.0.0.1:{port}/v1 does not answer"):
+        LLMClient(f"http://127.0.0.1:{port}/v1", SCRIPTED_PROFILE).check(timeout_s=0.5)
+    with pytest.raises(EndpointUnreachable, match=r"did not answer on 127.0.0.1:\d+ within 1 s$"):
+        _wait_until_serving(OmegaConf.create({"host": "127.0.0.1", "port": port, "startup_timeout_s": 1}), None,
+                            tmp_path / "llm-server.log")

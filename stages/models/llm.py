@@ -12,6 +12,7 @@ import collections
 import contextvars
 import hashlib
 import json
+import logging
 import os
 import random
 import threading
@@ -194,11 +195,17 @@ class LLMClient(Component):
 
     def check(self, timeout_s: float = 10.0) -> None:
         """EndpointUnreachable unless the endpoint answers a model listing (any HTTP answer but a refused
-        key counts: some servers have no /models)."""
+        key counts: some servers have no /models) or takes the connection and is slow to answer: a busy
+        server (llama.cpp's answers one request at a time) is not a dead one, and the run's own requests
+        wait their turn."""
         client = self._openai().with_options(timeout=timeout_s, max_retries=0)
         try:
             client.models.list()
-        except (openai.APIConnectionError, openai.APITimeoutError) as error:
+        except openai.APITimeoutError:
+            logging.getLogger(__name__).warning(
+                "the LLM endpoint %s took the connection but did not answer within %.0f s: busy, its requests "
+                "will wait their turn", self.base_url, timeout_s)
+        except openai.APIConnectionError as error:
             raise EndpointUnreachable(f"the LLM endpoint {self.base_url} does not answer ({error}); start it "
                                       "or point llm.client.base_url at one that runs") from None
         except openai.AuthenticationError as error:
