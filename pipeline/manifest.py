@@ -8,16 +8,23 @@ Every entry gets a name unique within the manifest: its id, else its file name w
 import csv
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from vidprep.conf.checks import ManifestError
+from vidprep.stages.media import VideoError
 from vidprep.stages.media.files import is_uri, object_store
+from vidprep.stages.media.pyav_probe import probe
 
 MANIFEST_SUFFIXES = {".csv", ".jsonl", ".json", ".parquet"}
 VIDEO_SUFFIXES = {".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".ts", ".flv", ".wmv"}
 # Files a dataset folder carries beside its videos (annotations, notes): not reported as skipped.
 SIDECAR_SUFFIXES = MANIFEST_SUFFIXES | {".txt", ".md", ".srt", ".vtt"}
+# Skipped as images without probing (ffmpeg would read a still as a one-frame video).
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff", ".heic"}
+# A file of another extension is probed for a video stream, each within this long.
+PROBE_TIMEOUT_S = 30.0
 COLUMNS = {"path", "id"}
 
 log = logging.getLogger(__name__)
@@ -32,7 +39,8 @@ class Entry:
 @dataclass
 class Manifest:
     entries: list[Entry]
-    # Files of a folder that are not videos (audio, images, ...) and sub-folders not searched.
+    # Files of a folder that are not videos, each with the reason ("talk.m4a (no video stream: audio
+    # only)"), broken links, and sub-folders not searched ("sub/").
     skipped: list[str] = field(default_factory=list)
 
 
@@ -49,12 +57,48 @@ def _unique_names(paths: list[str], root: str | None = None) -> dict[str, str]:
             else str(relative(path)) for path in paths}
 
 
+def _broken_link(path: Path) -> str:
+    try:
+        path.resolve(strict=True)
+    except FileNotFoundError:
+        return f"a link to {os.readlink(path)}, which does not exist"
+    except (OSError, RuntimeError):
+        return "a symbolic link loop"
+    return "a link that cannot be followed"
+
+
+def _not_a_video(path: Path) -> str | None:
+    """Why a file of no known video extension is not a video (None: it is one), from its content."""
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        return "an image"
+    try:
+        facts = probe(str(path), PROBE_TIMEOUT_S)
+    except VideoError as error:
+        return f"not a media file ffmpeg reads: {error}"
+    if facts["video"] is None:
+        return "no video stream" + (": audio only" if facts["has_audio"] else "")
+    return None
+
+
 def _folder(folder: Path, recursive: bool) -> Manifest:
+    """The folder's videos: known video extensions at once, any other file (but sidecars) by its
+    content; everything else, broken links included, named as skipped with the reason."""
     found = sorted(p for p in (folder.rglob("*") if recursive else folder.iterdir()) if not p.name.startswith("."))
-    videos = [p for p in found if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES]
-    skipped = [str(p.relative_to(folder)) + ("/" if p.is_dir() else "") for p in found
-               if (p.is_dir() and not recursive)
-               or (p.is_file() and p.suffix.lower() not in VIDEO_SUFFIXES | SIDECAR_SUFFIXES)]
+    videos, skipped = [], []
+    for path in found:
+        where = str(path.relative_to(folder))
+        if path.is_symlink() and not path.exists():
+            skipped.append(f"{where} ({_broken_link(path)})")
+        elif path.is_dir():
+            if not recursive:
+                skipped.append(f"{where}/")
+        elif path.suffix.lower() in VIDEO_SUFFIXES:
+            videos.append(path)
+        elif path.suffix.lower() not in SIDECAR_SUFFIXES:
+            if (reason := _not_a_video(path)) is None:
+                videos.append(path)
+            else:
+                skipped.append(f"{where} ({reason})")
     # Named by where they sit in the folder; a symbolic link's target may lie anywhere.
     placed = [str(folder.resolve() / p.relative_to(folder)) for p in videos]
     names = _unique_names(placed, str(folder.resolve()))

@@ -205,7 +205,7 @@ def test_damaged_and_odd_files_end_with_a_summary_a_failure_exit_and_one_line_er
     # Ray's C++ core prints its own lines (an actor's constructor arguments, Ray issue 57733): the log has them.
     assert "core_worker.cc" not in done.stderr and "core_worker.cc" in (tmp_path / "data" / "logs" / "ray.log").read_text()
     assert "videos: 2 (1 done, 0 skipped as complete, 1 failed" in done.stdout
-    assert "not videos, skipped: 2 (more/, tone.m4a)" in done.stdout
+    assert "not videos, skipped: 2 (more/, tone.m4a (no video stream: audio only))" in done.stdout
     assert f"PARTIAL {folder / 'damaged.mp4'}: partial: " in done.stdout and "Invalid NAL unit size" in done.stdout
     assert f"FAILED {folder / 'zeroed.mp4'} at frames: no frame could be decoded" in done.stdout
 

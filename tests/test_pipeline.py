@@ -248,15 +248,33 @@ def test_manifest_names_are_unique_and_skipped_files_are_named(tmp_path, caplog)
         (tmp_path / name).write_bytes(b"x")
     flat = read_manifest(tmp_path)
     assert [e.name for e in flat.entries] == ["clip.mov", "clip.mp4"]
-    assert flat.skipped == ["song.mp3", "sub/", "talk.m4a"]
+    assert [name.split(" (")[0] for name in flat.skipped] == ["song.mp3", "sub/", "talk.m4a"]
+    assert flat.skipped[0].startswith("song.mp3 (not a media file ffmpeg reads: ")
     deep = read_manifest(tmp_path, recursive=True)
     assert [e.name for e in deep.entries] == ["clip.mov", "clip.mp4", "sub/deep"]
-    assert deep.skipped == ["song.mp3", "talk.m4a"]
+    assert [name.split(" (")[0] for name in deep.skipped] == ["song.mp3", "talk.m4a"]
     (tmp_path / "m.csv").write_text("path,id,label\nclip.mp4,,cat\nclip.mov,,dog\nsub/deep.mp4,d1,x\n")
     with caplog.at_level("WARNING"):
         listed = read_manifest(tmp_path / "m.csv")
     assert [e.name for e in listed.entries] == ["clip.mp4", "clip.mov", "d1"]
     assert "columns label are not used" in caplog.text
+
+
+def test_a_folders_videos_are_chosen_by_content_and_every_other_file_is_named_with_its_reason(tmp_path):
+    from tests.test_decode import ffmpeg
+
+    # gradio's video_sample.ogg is Theora in Ogg: a video whatever its extension says.
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=s=160x120:r=10:d=1", "-c:v", "libtheora", tmp_path / "video_sample.ogg")
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=s=160x120:r=10:d=1", "-c:v", "libx264", "-f", "mp4", tmp_path / "no_extension")
+    ffmpeg("-f", "lavfi", "-i", "sine=d=1", "-c:a", "libvorbis", tmp_path / "speech.ogg")
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=s=160x120", "-frames:v", "1", tmp_path / "still.png")
+    (tmp_path / "dangling.mp4").symlink_to(tmp_path / "gone.mp4")
+    (tmp_path / "loop.mp4").symlink_to(tmp_path / "loop.mp4")
+    found = read_manifest(tmp_path)
+    assert [e.name for e in found.entries] == ["no_extension", "video_sample"]
+    assert found.skipped == [f"dangling.mp4 (a link to {tmp_path / 'gone.mp4'}, which does not exist)",
+                             "loop.mp4 (a symbolic link loop)", "speech.ogg (no video stream: audio only)",
+                             "still.png (an image)"]
 
 
 def test_missing_manifest_is_a_clear_error(tmp_path):
