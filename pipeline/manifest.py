@@ -190,8 +190,9 @@ def _listed_file(source: Path) -> Manifest:
         path = row.get("path")
         if not isinstance(path, str) or not path.strip():
             raise ManifestError(f"{where}: missing 'path' (columns: path, optional id)")
-        if not is_uri(path) and not Path(path).is_absolute():
-            path = str(base / path)
+        if not is_uri(path):
+            # Normalised, so one file is one path (`vids/../vids/a.mp4` is `vids/a.mp4`); links kept as given.
+            path = os.path.normpath(base / path)
         paths.append(path)
         if row.get("id") not in (None, ""):
             video_id = str(row["id"])

@@ -219,6 +219,11 @@ def test_manifest_formats(tmp_path, sample_dir):
     pq.write_table(pa.table({"path": ["x.mov"], "id": ["x"]}), tmp_path / "m.parquet")
     assert read_manifest(tmp_path / "m.csv").entries[0].name == "s1"
     assert read_manifest(tmp_path / "m.csv").entries[0].path == str(tmp_path / "scenes.mp4")
+    # A path through `..` is stored normalised: one file, one path.
+    (tmp_path / "man").mkdir()
+    (tmp_path / "man" / "m.csv").write_text("path\n../vids/./a.mp4\n/abs//x/../b.mp4\n")
+    assert [e.path for e in read_manifest(tmp_path / "man" / "m.csv").entries] == [str(tmp_path / "vids" / "a.mp4"),
+                                                                                  "/abs/b.mp4"]
     assert read_manifest(tmp_path / "m.jsonl").entries[0].path == "/abs/scenes.mp4"
     assert read_manifest(tmp_path / "m.parquet").entries[0].name == "x"
     assert [e.name for e in read_manifest(sample_dir).entries] == ["corrupt", "places", "scenes", "scenes_copy", "short"]
