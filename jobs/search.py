@@ -20,6 +20,12 @@ def resolve_video(store: "Store", video: str) -> str | None:
     if video == "all":
         return None
     if os.path.isfile(video):
+        # A file that failed at probe has no video row: its stored reason says why (a folder's entries
+        # are stored at their real path, a manifest's as given).
+        paths = [os.path.abspath(video), os.path.realpath(video)]
+        failed = [s["error"] for s in store.sources(paths).values() if s["error"]]
+        if failed:
+            raise ArtifactMissing(f"{video} is not a video in the store {store.uri}: {failed[0]}")
         return content_id(video)
     if store.videos_by_id([video]):
         return video

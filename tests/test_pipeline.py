@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from vidprep.jobs.config import load_config
-from vidprep.conf.checks import ManifestError
+from vidprep.conf.checks import ArtifactMissing, ManifestError
 from vidprep.pipeline.manifest import read_manifest
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.precompute import precompute
@@ -32,6 +32,11 @@ def test_sample_precompute_summary(precomputed, sample_dir):
     assert "Invalid data" in summary.failures[0]["error"]
     failures = store.scan("failures").to_pylist()
     assert [f["stage"] for f in failures] == ["probe"] and failures[0]["source_path"].endswith("corrupt.mp4")
+    # `vidprep show` and `search` of that file give the stored reason, not "no video".
+    from vidprep.jobs.search import resolve_video
+
+    with pytest.raises(ArtifactMissing, match=r"corrupt.mp4 is not a video in the store .*: .*Invalid data"):
+        resolve_video(store, str(sample_dir / "corrupt.mp4"))
     truth = json.loads((sample_dir / "scenes.json").read_text())
     assert summary.frames == sum(math.ceil(truth[v]["duration"]) for v in ("scenes.mp4", "places.mp4", "short.mp4"))
 
