@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS, Frame, FrameCaption
+from vidprep.store.keys import CAPTIONS_ONLY
 from vidprep.store.store import Store
 from vidprep.conf.checks import ArtifactMissing
 from vidprep.agents.vision import VisionQuestion
@@ -143,7 +144,10 @@ class VideoTools:
         # Set by the method answering: its trace, and how it asks the vision model about frames.
         self.trace = None
         self.vision_question = VisionQuestion()
-        whole = store.video(video_id)["duration"]
+        video = store.video(video_id)
+        whole = video["duration"]
+        # Nothing of such a video's audio was read: its empty transcript says nothing of its speech.
+        self._captions_only = video["codec"] == CAPTIONS_ONLY
         self.start, self.end = (0.0, whole) if clip is None else (max(0.0, clip[0]), min(clip[1], whole))
         self._within = None if clip is None else (self.start, self.end)
 
@@ -256,6 +260,9 @@ class VideoTools:
     def transcript(self, start: float = 0.0, end: float = -1.0) -> ToolResult:
         """What is said between two times in seconds (end -1: the video's end)."""
         end = self.duration if end < 0 else end
+        if self._captions_only:
+            return ToolResult("(no transcript was made: this store holds the video's published captions, not "
+                              "its audio)", 0.0)
         segments = self._inside(self.store.read(TRANSCRIPTS, self.video_id, self._key("transcript")))
         spoken = [s for s in segments if s.end > start and s.start <= end]
         if not spoken:

@@ -18,9 +18,8 @@ from vidprep.pipeline.precompute import Summary, new_run_id, register_plan, run_
 from vidprep.conf.checks import ConfigError
 from vidprep.stages.imported import ImportedCaptions
 from vidprep.store.settings import StoreSettings
+from vidprep.store.keys import CAPTIONS_ONLY
 from vidprep.store.store import utcnow
-
-CAPTIONS_ONLY = "captions-only"
 
 
 def named_video_id(name: str) -> str:

@@ -15,10 +15,14 @@ from vidprep.stages.models.devices import check_device, ctranslate2_device
 
 from vidprep.stages.base import Resources, Stage, runtime
 from vidprep.store.artifacts import TRANSCRIPTS
+from vidprep.store.keys import CAPTIONS_ONLY
 from vidprep.stages.media.ffmpeg import decode_audio
 from vidprep.stages.media.files import local_file
 
 RATE = 16000
+
+# A captions-only video's (`vidprep import-captions`): no file of it was read, so its speech is unknown.
+NOT_TRANSCRIBED = "not transcribed: the video is known only by its published captions"
 
 
 def shipped_whisper_base() -> str:
@@ -127,6 +131,8 @@ class TranscribeSpeech(Stage):
         return params
 
     def run(self, video: dict) -> Iterator[list[dict]]:
+        if video["codec"] == CAPTIONS_ONLY:
+            return NOT_TRANSCRIBED
         if not video["has_audio"]:
             return "no audio track"
         index, start, path = 0, 0.0, local_file(video["source_path"])

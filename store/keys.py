@@ -4,6 +4,9 @@ import hashlib
 import json
 from pathlib import Path
 
+# The codec (and probe key) of a video known only by its published captions (`vidprep import-captions`):
+# no file of it was read, so nothing is known of its audio.
+CAPTIONS_ONLY = "captions-only"
 _CHUNK = 1 << 20
 
 
