@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> None:
     from vidprep.store.settings import StoreSettings
 
     cfg = load_config(args.overrides)
-    store = StoreSettings.from_config(cfg.store).open()
+    store = StoreSettings.from_config(cfg.store).open_existing()
     rows = store.predictions([args.run], ["qid", "method", "task", "question_json", "trace_json"])
     if not rows or not rows[0]["method"].startswith("caviar"):
         raise ArtifactMissing(f"run {args.run} is not a CAViAR answer run in {store.uri}; "

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> None:
     from vidprep.store.settings import StoreSettings
 
     cfg = load_config(args.overrides)
-    store = StoreSettings.from_config(cfg.store).open()
+    store = StoreSettings.from_config(cfg.store).open_existing()
     rows = store.predictions(args.run, [
         "run_key", "qid", "method", "task", "qtype", "question_json", "prediction_json", "valid", "error", "llm_calls",
         "cache_hits", "prompt_tokens", "completion_tokens", "usage_json", "seconds", "visited"])

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> None:
     from vidprep.store.settings import StoreSettings
 
     cfg = load_config(args.overrides)
-    store = StoreSettings.from_config(cfg.store).open()
+    store = StoreSettings.from_config(cfg.store).open_existing()
     written, incomplete = export_run(store, args.run, args.out or Path("exports") / args.run)
     for path in written:
         print(f"written: {path}")

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> None:
 
     cfg = load_config(args.overrides)
     out = Path(args.out or Path(cfg.data_dir) / "report")
-    index = ReportWriter(StoreSettings.from_config(cfg.store).open(), out, model_prices(cfg.prices), method_defaults()).write(
+    index = ReportWriter(StoreSettings.from_config(cfg.store).open_existing(), out, model_prices(cfg.prices), method_defaults()).write(
         args.run)
     print(f"report: {index}")
     if args.serve:

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> None:
     cfg = load_config(args.overrides)
     plan = build_plan(cfg.stages)
     stage = plan.stages[FRAME_EMBEDDINGS.stage]
-    store = StoreSettings.from_config(cfg.store).open()
+    store = StoreSettings.from_config(cfg.store).open_existing()
     video_id = resolve_video(store, args.video)
     check_search_mode(cfg.search.mode)
     if video_id:

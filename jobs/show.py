@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> None:
     cfg = load_config(args.overrides)
     plan = build_plan(cfg.stages)
     keys = plan.keys
-    store = StoreSettings.from_config(cfg.store).open()
+    store = StoreSettings.from_config(cfg.store).open_existing()
     video_id = resolve_video(store, args.video)
     if video_id is None:
         raise ArtifactMissing("give one video, not 'all'")

@@ -3,10 +3,11 @@ process (the driver or a Ray worker) opens one Store per settings and reuses it.
 
 import dataclasses
 import functools
+import os
 
 from omegaconf import DictConfig, OmegaConf
 
-from vidprep.conf.checks import check_range
+from vidprep.conf.checks import ArtifactMissing, check_range
 from vidprep.store.store import Store
 
 
@@ -26,6 +27,14 @@ class StoreSettings:
 
     def open(self) -> Store:
         return _open_store(self)
+
+    def open_existing(self) -> Store:
+        """The store, for commands that only read it: a local one that is not there is an error, never
+        created empty."""
+        if "://" not in self.uri and not os.path.isdir(self.uri):
+            raise ArtifactMissing(f"no store at {self.uri}: run `vidprep precompute` first, or point store.uri "
+                                  "(or VIDPREP_DATA) at the one you computed")
+        return self.open()
 
 
 @functools.lru_cache(maxsize=4)

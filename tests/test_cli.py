@@ -251,3 +251,13 @@ def test_progress_in_a_pipe_is_a_line_every_few_seconds_and_one_at_the_end():
     assert len(lines) == 2, lines
     assert lines[0].startswith("videos: 2/4 done, 1 failed, ") and lines[0].endswith(" s left")
     assert lines[1].startswith("videos: 3/4 done, 1 failed, ")
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["export", "--run", "x"], ["report"], ["show", "a"],
+                                     ["search", "all", "a cat"]])
+def test_a_command_that_only_reads_the_store_never_creates_one(tmp_path, command):
+    done = vidprep(*command, f"store.uri={tmp_path / 'nothing-here'}")
+    assert done.returncode == 2 and done.stderr.strip() == (
+        f"error: no store at {tmp_path / 'nothing-here'}: run `vidprep precompute` first, or point store.uri (or "
+        "VIDPREP_DATA) at the one you computed"), done.stderr[-2000:]
+    assert not (tmp_path / "nothing-here").exists()
