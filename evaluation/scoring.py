@@ -31,8 +31,8 @@ def is_failure(error: str) -> bool:
 
 
 def is_refused(error: str) -> bool:
-    """A question the endpoint refused (a 4xx such as a prompt past the context window): it would be
-    refused again, so it is not asked again unless `answer.retry_refused=true`."""
+    """A question the endpoint refused (a 400, 413 or 422, such as a prompt past the context window): it
+    would be refused again, so it is not asked again unless `answer.retry_refused=true`."""
     return error.startswith("LLMRefused")
 
 

@@ -134,8 +134,8 @@ class AnswerWorker:
                 prediction = self.agent.answer(question, tools)
             except ModelRefused as error:
                 # Not this question's outcome: the run stops, and the question stays unanswered.
-                return {"qid": question.qid, "valid": False, "failed": True, "refused": False, "llm_calls": 0,
-                        "cache_hits": 0, "model_refused": str(error)}
+                return {"qid": question.qid, "valid": False, "failed": True, "refused": False, "error": "",
+                        "llm_calls": 0, "cache_hits": 0, "model_refused": str(error)}
         used = sum(per_model.values(), Usage())
         by_model = {model: {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
                     for model, u in per_model.items()}
@@ -150,8 +150,8 @@ class AnswerWorker:
             "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started,
         })
         return {"qid": question.qid, "valid": prediction.valid, "failed": is_failure(prediction.error),
-                "refused": is_refused(prediction.error), "llm_calls": used.calls, "cache_hits": used.cache_hits,
-                "model_refused": ""}
+                "refused": is_refused(prediction.error), "error": prediction.error, "llm_calls": used.calls,
+                "cache_hits": used.cache_hits, "model_refused": ""}
 
 
 @dataclasses.dataclass
@@ -174,15 +174,36 @@ class AnswerSummary:
     wall_seconds: float
     # What makes the run unlike its paper's (recorded with the run and marked in the report).
     warnings: list[str] = dataclasses.field(default_factory=list)
+    # Each failed, refused or invalid question answered now: "QID: KIND: REASON" (the first NAMED_PROBLEMS).
+    problems: list[str] = dataclasses.field(default_factory=list)
+    unnamed_problems: int = 0
 
     def lines(self) -> list[str]:
+        named = [f"  {problem}" for problem in self.problems]
+        if self.unnamed_problems:
+            named.append(f"  and {self.unnamed_problems} more (vidprep report lists every one)")
         return [f"warning: {w}" for w in self.warnings] + [f"questions read from {self.source}"] + [
                 f"run {self.run_key} ({self.method}): {self.questions} questions, {self.answered} answered now, "
                 f"{self.skipped} already answered, {self.invalid} invalid, {self.failed} failed, "
                 f"{self.refused} refused by the endpoint; "
                 f"LLM calls: {self.llm_calls} ({self.cached_calls} from the reply cache); "
-                f"wall time {self.wall_seconds:.1f} s",
+                f"wall time {self.wall_seconds:.1f} s", *named,
                 f"scores: vidprep evaluate --run {self.run_key}"]
+
+
+# Questions named one per line at the end of a run; the rest are counted.
+NAMED_PROBLEMS = 20
+
+
+def problem_lines(results: list[dict]) -> list[str]:
+    """"QID: KIND: REASON" for each answer that is not a valid one, in the order they came."""
+    lines = []
+    for result in results:
+        if not result["valid"]:
+            kind = "failed" if result["failed"] else "refused" if result["refused"] else "invalid"
+            reason = " ".join(result["error"].split())
+            lines.append(f"{result['qid']}: {kind}: {reason[:300]}")
+    return lines
 
 
 def settled(stored: dict, asked_json: str | None, retry_refused: bool) -> bool:
@@ -263,6 +284,7 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
             store.compact(ANSWER_TABLES)
     if stop_ray:
         ray.shutdown()
+    problems = problem_lines(results)
     summary = AnswerSummary(key, agent.name, len(questions), len(results),
                             len(questions) - len(pending),
                             sum(not r["valid"] and not r["failed"] and not r["refused"] for r in results),
@@ -270,7 +292,8 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
                             questions_source(cfg.dataset.questions),
                             sum(r["llm_calls"] for r in results),
                             sum(r["cache_hits"] for r in results),
-                            time.monotonic() - clock, warnings)
+                            time.monotonic() - clock, warnings, problems[:NAMED_PROBLEMS],
+                            max(0, len(problems) - NAMED_PROBLEMS))
     store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
                      json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name,
                                                                  "loader": cfg.dataset.questions._target_,

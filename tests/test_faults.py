@@ -158,6 +158,9 @@ def test_api_keys_never_reach_logs_traces_reports_or_the_store(tmp_path, precomp
     # The key was sent and the failures it met were reported; nowhere is the key written.
     assert f"Bearer {SECRET}" in scripted.authorizations
     assert ", 2 failed" in runs[0].stdout and ", 0 failed" in runs[1].stdout
+    # Each failed question is named with its reason at the end of the run.
+    named = [line for line in runs[0].stdout.splitlines() if ": failed: LLMError: " in line]
+    assert len(named) == 2 and any("401" in line for line in named), runs[0].stdout
     for run in runs:
         assert SECRET not in run.stdout + run.stderr
     ray_logs = Path("/tmp/ray/session_latest/logs")

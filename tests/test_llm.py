@@ -123,11 +123,16 @@ def test_a_refused_response_format_or_image_stops_with_the_model_and_the_setting
     # Any other 4xx but 408, 409 and 429 is this request's refusal, final and not retried; those three
     # are tried again.
     server.script = [("status", 400, {}, "This model's maximum context length is 4096 tokens.")]
-    with pytest.raises(LLMRefused, match="refused the request: 400: This model's maximum context length"):
+    with pytest.raises(LLMRefused, match="refused the request: 400: .*This model's maximum context length"):
         client(server).complete(ASK)
     sent = len(server.requests)
     server.script = [("status", 408, {}), ("status", 409, {})]
     assert client(server).complete(ASK) and len(server.requests) == sent + 3
+    # A bad key refuses the setup, not the question: a failure, asked again next run.
+    server.script = [("status", 401, {})]
+    with pytest.raises(LLMError, match="refused the request: 401") as failed:
+        client(server).complete(ASK)
+    assert not isinstance(failed.value, LLMRefused)
 
 
 def test_persistent_cache_hits_across_clients_and_can_be_switched_off(server, tmp_path):

@@ -61,8 +61,13 @@ class LLMError(RuntimeError):
 
 
 class LLMRefused(LLMError):
-    """The endpoint refused the request for what it asks (a 4xx such as a prompt past the context
-    window): asked again, it would be refused again."""
+    """The endpoint refused the request for what it asks (a 400, 413 or 422: a prompt past the context
+    window, a malformed request): asked again, it would be refused again."""
+
+
+# Refusals of the request itself. A 401, 403 or 404 (a key, a permission, a model name) refuses the setup,
+# not the question: fixed, the question is answered, so it stays a failure that is asked again.
+REFUSED_REQUEST = (400, 413, 422)
 
 
 # Words of a 400 that refuses the request's form rather than its content: the model's profile is wrong.
@@ -308,8 +313,9 @@ class LLMClient(Component):
                     f"({error.message}); its profile says structured_output={self.profile.structured_output}, "
                     f"max_images={self.profile.max_images}: choose the profile of this model "
                     "(profile@llm.client.profile=..., or profile@vision.llm.profile=...)") from None
-            raise LLMRefused(f"{self.model} at {self.base_url} refused the request: {error.status_code}: "
-                             f"{error.message}") from None
+            refused = LLMRefused if error.status_code in REFUSED_REQUEST else LLMError
+            raise refused(f"{self.model} at {self.base_url} refused the request: {error.status_code}: "
+                          f"{error.message}") from None
         usage = response.usage
         prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
         self._count(calls=1, prompt_tokens=prompt, completion_tokens=completion)
