@@ -136,7 +136,7 @@ def scoring_units(rows: list[dict], questions: list[dict]) -> dict[str, list[tup
     question its own."""
     units: dict[str, list] = defaultdict(list)
     for row, question in zip(rows, questions):
-        units[question.get("unit") or question["qid"]].append((row, question))
+        units[question.get("unit") or row["qid"]].append((row, question))
     return units
 
 
@@ -150,17 +150,18 @@ def unit_score(parts: list[tuple[dict, dict]]) -> float | None:
 
 
 def _cluster(question: dict, unit: str, by: str) -> str:
-    return question["video"] if by == "video" else unit
+    # Rows stored before questions named their video are their own cluster.
+    return question.get("video", unit) if by == "video" else unit
 
 
 def _task_entry(task: str, items: list[dict], benchmark, by: str) -> dict:
     questions = [json.loads(r["question_json"]) for r in items]
     units = scoring_units(items, questions)
-    unit_of = {question["qid"]: unit for unit, parts in units.items() for _, question in parts}
+    unit_of = {row["qid"]: unit for unit, parts in units.items() for row, _ in parts}
     answered = [(r, q) for r, q in zip(items, questions) if not is_unanswered(r)]
     scored = [(r, q, s) for r, q in answered if (s := score(r, q)) is not None]
     unit_scores = [(unit, parts[0][1], s) for unit, parts in units.items() if (s := unit_score(parts)) is not None]
-    resamples = Resamples(_cluster(q, unit_of[q["qid"]], by) for _, q, _ in scored)
+    resamples = Resamples(_cluster(q, unit_of[r["qid"]], by) for r, q, _ in scored)
     enough = len(resamples.names) >= 2
 
     def figure(values: list[float], clusters: list[str]) -> tuple[float, float] | None:
@@ -192,7 +193,7 @@ def _task_entry(task: str, items: list[dict], benchmark, by: str) -> dict:
             intervals[name] = percentiles(per_video.means(video_values, videos)) if per_video else None
     per_type, per_category = defaultdict(list), defaultdict(list)
     for r, q, s in scored:
-        per_type[r["qtype"]].append((s, _cluster(q, unit_of[q["qid"]], by)))
+        per_type[r["qtype"]].append((s, _cluster(q, unit_of[r["qid"]], by)))
     for unit, q, s in unit_scores:
         for category in q.get("categories", []):
             per_category[category].append((s, _cluster(q, unit, by)))

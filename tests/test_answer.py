@@ -344,7 +344,8 @@ def test_nextqa_scores_as_its_official_script_on_real_rows(tmp_path):
         choice = question.answer if i % 3 == 0 else (question.answer + 1) % 5
         valid = i not in (4, 40, 400)
         predictions[question.qid] = {"answer": question.answer, "prediction": choice if valid else -1}
-        rows.append({"task": "mcq", "qtype": question.qtype, "question_json": json.dumps(question.to_dict()),
+        rows.append({"qid": question.qid, "task": "mcq", "qtype": question.qtype,
+                     "question_json": json.dumps(question.to_dict()),
                      "prediction_json": json.dumps(choice if valid else None), "valid": valid})
     official = official_nextqa_accuracy(csv_rows, predictions)
     entry = report([dict(r, llm_calls=0, prompt_tokens=0, completion_tokens=0, seconds=0.0, visited=[])

@@ -86,7 +86,7 @@ def test_comparison_page_shows_evaluates_numbers_and_a_chart_with_one_colour_per
     # Seven questions for direct and random, two for traveler: compared on the two they share, as evaluate says.
     assert "compared on the 2 every run answered" in done.stdout
     # Each pair of runs per task: its paired difference, as evaluate prints it and the page shows it.
-    pairs = re.findall(r"^  (\w+) \(\w+\) - (\w+) \(\w+\) (\w+): ([+-][\d.]+)", done.stdout, re.M)
+    pairs = re.findall(r"^  (\w+) \([\w-]+\) - (\w+) \([\w-]+\) (\w+): ([+-][\d.]+)", done.stdout, re.M)
     shown_pairs = re.findall(r'<td class="difference">([+-][\d.]+)', dom)
     assert pairs and sorted(p[3] for p in pairs) == sorted(shown_pairs)
     assert {(a, b) for a, b, *_ in pairs} <= {("direct", "random"), ("direct", "traveler"), ("random", "traveler")}
