@@ -346,7 +346,7 @@ def _unit_scores(rows: list[dict]) -> dict[str, dict[str, tuple[str, float]]]:
     questions = [json.loads(r["question_json"]) for r in rows]
     for unit, parts in scoring_units(rows, questions).items():
         if (value := unit_score(parts)) is not None:
-            by_task[parts[0][0]["task"]][unit] = (parts[0][1]["video"], value)
+            by_task[parts[0][0]["task"]][unit] = (_cluster(parts[0][1], unit, "video"), value)
     return by_task
 
 
