@@ -253,8 +253,7 @@ def test_progress_in_a_pipe_is_a_line_every_few_seconds_and_one_at_the_end():
     assert lines[1].startswith("videos: 3/4 done, 1 failed, ")
 
 
-@pytest.mark.parametrize("command", [["evaluate"], ["export", "--run", "x"], ["report"], ["show", "a"],
-                                     ["search", "all", "a cat"]])
+@pytest.mark.parametrize("command", [["evaluate"], ["export", "--run", "x"], ["show", "a"]])
 def test_a_command_that_only_reads_the_store_never_creates_one(tmp_path, command):
     done = vidprep(*command, f"store.uri={tmp_path / 'nothing-here'}")
     assert done.returncode == 2 and done.stderr.strip() == (
