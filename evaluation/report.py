@@ -25,7 +25,7 @@ from plotly.offline import get_plotlyjs
 
 from vidprep.evaluation.benchmarks import run_benchmark
 from vidprep.evaluation.scoring import (METRIC, comparison, coverage, format_pair, format_score, format_usd,
-                                        is_failure, is_refused, report, score)
+                                        not_an_answer, report, score)
 from vidprep.evaluation.tracking import beyond_defaults
 from vidprep.store.artifacts import ARTIFACTS
 from vidprep.store.store import Store
@@ -51,8 +51,7 @@ def question_file(row: dict) -> str:
 def outcome(row: dict, question: dict) -> str:
     """failed (LLM errors), refused (by the endpoint), invalid, unknown (no ground truth), right or wrong."""
     if not row["valid"]:
-        error = row.get("error") or ""
-        return "failed" if is_failure(error) else "refused" if is_refused(error) else "invalid"
+        return not_an_answer(row.get("error") or "")
     value = score(row, question)
     if value is None:
         return "unknown"

@@ -19,9 +19,6 @@ import numpy as np
 # Resamples of the percentile bootstrap behind each 95% interval; a fixed seed makes a report
 # reproducible.
 RESAMPLES = 1000
-# What the bootstrap resamples: "video" (every question of a drawn video, as questions of one video
-# are not independent) or "question".
-RESAMPLE_BY = ("video", "question")
 
 
 def is_failure(error: str) -> bool:
@@ -34,6 +31,11 @@ def is_refused(error: str) -> bool:
     """A question the endpoint refused (a 400, 413 or 422, such as a prompt past the context window): it
     would be refused again, so it is not asked again unless `answer.retry_refused=true`."""
     return error.startswith("LLMRefused")
+
+
+def not_an_answer(error: str) -> str:
+    """What a prediction that is not a valid answer is, by its error: failed, refused or invalid."""
+    return "failed" if is_failure(error) else "refused" if is_refused(error) else "invalid"
 
 
 def is_unanswered(row: dict) -> bool:

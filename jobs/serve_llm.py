@@ -70,8 +70,8 @@ def _wait_until_serving(server: DictConfig, process: subprocess.Popen | None, lo
             if process is not None:
                 process.kill()
             seen = f"; see {log}" if log is not None and log.exists() else ""
-            raise EndpointUnreachable(f"the local LLM server did not answer on {server.host}:{server.port} within "
-                               f"{server.startup_timeout_s} s{seen}")
+            raise EndpointUnreachable(f"the local LLM server did not answer on {server.host}:{server.port} "
+                                      f"within {server.startup_timeout_s} s{seen}")
         time.sleep(0.5)
 
 

@@ -23,7 +23,7 @@ from vidprep.pipeline.runner import init_ray, pool_map
 from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.progress import Progress
 from vidprep.evaluation.benchmarks import first_per_type
-from vidprep.evaluation.scoring import is_failure, is_refused
+from vidprep.evaluation.scoring import is_failure, is_refused, not_an_answer
 from vidprep.evaluation.tracking import provenance, run_settings
 from vidprep.agents.base import Question
 from vidprep.stages.media.files import is_uri
@@ -200,9 +200,8 @@ def problem_lines(results: list[dict]) -> list[str]:
     lines = []
     for result in results:
         if not result["valid"]:
-            kind = "failed" if result["failed"] else "refused" if result["refused"] else "invalid"
             reason = " ".join(result["error"].split())
-            lines.append(f"{result['qid']}: {kind}: {reason[:300]}")
+            lines.append(f"{result['qid']}: {not_an_answer(result['error'])}: {reason[:300]}")
     return lines
 
 

@@ -50,8 +50,9 @@ def lvbench_result(rows: list[dict]) -> dict:
     and per category (a question counts in each of its categories), under the leaderboard's names."""
     right, total = {}, {}
     for row in rows:
-        correct = row["valid"] and json.loads(row["prediction_json"]) == json.loads(row["question_json"])["answer"]
-        for category in [*json.loads(row["question_json"])["categories"], "acc"]:
+        question = json.loads(row["question_json"])
+        correct = row["valid"] and json.loads(row["prediction_json"]) == question["answer"]
+        for category in [*question["categories"], "acc"]:
             right[category] = right.get(category, 0) + correct
             total[category] = total.get(category, 0) + 1
     return {LEADERBOARD_NAMES.get(c, "Overall" if c == "acc" else c): right[c] / total[c] for c in total}
