@@ -2,11 +2,12 @@
 of every step (prompt, reply, tool call, result, confidence, tokens, time) and the prediction."""
 
 import copy
+from typing import Annotated
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
-from vidprep.conf.checks import check_range
+from vidprep.conf.checks import Range
 from vidprep.stages.context import Component, Usage, counted
 from vidprep.stages.models.llm import LLMClient, LLMError
 from vidprep.agents.vision import VisionQuestion
@@ -180,12 +181,10 @@ class Agent(Component):
     # Whether the method asks the vision backend about frames (its paper's results depend on a vision model).
     asks_visual_questions = False
 
-    def __init__(self, llm: LLMClient, temperature: float | None = None,
+    def __init__(self, llm: LLMClient, temperature: Annotated[float | None, Range(0, 2)] = None,
                  vision_question: VisionQuestion | None = None):
         # A method's own sampling temperature where its paper or public code sets one (None: the LLM config's),
         # and its own way of asking a vision model about frames.
-        if temperature is not None:
-            check_range("method.temperature", temperature, 0, 2)
         self.llm, self.temperature = llm, temperature
         self.vision_question = vision_question or VisionQuestion()
 

@@ -3,6 +3,7 @@ evenly spaced frames, with or without the transcript), LLoVi-style (all captions
 one answer) and a random choice (a floor; it never replaces an invalid answer of another method)."""
 
 import random
+from typing import Annotated
 
 from vidprep.agents.base import (
     Agent,
@@ -11,7 +12,7 @@ from vidprep.agents.base import (
     final_answer,
     question_text,
 )
-from vidprep.conf.checks import check_range
+from vidprep.conf.checks import Range
 from vidprep.stages.prompts import load_prompt
 
 
@@ -24,13 +25,11 @@ class DirectAnswer(Agent):
 
     asks_visual_questions = True
 
-    def __init__(self, llm, frames: int = 120, transcript: bool = False, max_description_chars: int | None = None,
-                 prompt: str = "baselines/direct_v1.txt"):
+    def __init__(self, llm, frames: Annotated[int, Range(1)] = 120, transcript: bool = False,
+                 max_description_chars: Annotated[int | None, Range(100)] = None, prompt: str = "baselines/direct_v1.txt"):
         super().__init__(llm)
-        check_range("method.frames", frames, 1)
         if max_description_chars is None:
             max_description_chars = llm.context_chars(0.5)
-        check_range("method.max_description_chars", max_description_chars, 100)
         self.frames, self.transcript, self.prompt = frames, transcript, prompt
         self.max_description_chars = max_description_chars
         self.name = "direct_transcript" if transcript else "direct"
@@ -63,7 +62,7 @@ class LLoVi(Agent):
 class RandomChoice(Agent):
     name = "random"
 
-    def __init__(self, llm=None, seed: int = 0):
+    def __init__(self, llm=None, seed: Annotated[int, Range(0)] = 0):
         super().__init__(llm)
         self.seed = seed
 

@@ -10,8 +10,9 @@ whose answer fits the task. The README's CAViAR table gives each element against
 """
 
 import json
+from typing import Annotated
 
-from vidprep.conf.checks import ConfigError, check_range
+from vidprep.conf.checks import ConfigError, Range
 from vidprep.agents.base import (
     TASKS,
     Agent,
@@ -180,11 +181,14 @@ class CAViAR(Agent):
     # 3: per-task strategies with the direct one, windowed modules, segment values, critic winners list.
     version = 3
 
-    def __init__(self, llm, strategies: dict | None = None, direct: dict | None = None, max_steps: int = 6,
-                 forced_finish: bool = True, critic: bool = True, window_frames: int = 120,
-                 transcript_chunk_chars: int | None = None, step_time_limit_s: float = 10.0, memory_mb: int = 256,
+    def __init__(self, llm, strategies: dict | None = None, direct: dict | None = None,
+                 max_steps: Annotated[int, Range(1)] = 6, forced_finish: bool = True, critic: bool = True,
+                 window_frames: Annotated[int, Range(1)] = 120,
+                 transcript_chunk_chars: Annotated[int | None, Range(10)] = None,
+                 step_time_limit_s: Annotated[float, Range(0.1, unit="seconds")] = 10.0,
+                 memory_mb: Annotated[int, Range(32, unit="MB")] = 256,
                  prompts: dict | None = None, critic_examples: str = GENERIC_CRITIC_EXAMPLES,
-                 temperature: float | None = None, name: str = "caviar",
+                 temperature: Annotated[float | None, Range(0, 2)] = None, name: str = "caviar",
                  vision_question: VisionQuestion = RETRIEVAL_QA_QUESTION, self_evaluation: bool = False):
         super().__init__(llm, temperature, vision_question)
         # The ablations' configs name themselves, so their runs are told apart in evaluate and the report.
@@ -202,13 +206,8 @@ class CAViAR(Agent):
             if not (self.strategies[task] or self.direct[task]):
                 raise ConfigError(f"method.strategies.{task} is empty and method.direct.{task} is null: "
                                   f"no strategy answers {task} questions")
-        check_range("method.max_steps", max_steps, 1)
-        check_range("method.window_frames", window_frames, 1)
         if transcript_chunk_chars is None:
             transcript_chunk_chars = llm.context_chars(0.5)
-        check_range("method.transcript_chunk_chars", transcript_chunk_chars, 10)
-        check_range("method.step_time_limit_s", step_time_limit_s, 0.1)
-        check_range("method.memory_mb", memory_mb, 32)
         self.max_steps, self.forced_finish, self.critic = max_steps, forced_finish, critic
         self.window_frames, self.transcript_chunk_chars = window_frames, transcript_chunk_chars
         self.step_time_limit_s, self.memory_mb = step_time_limit_s, memory_mb

@@ -16,8 +16,9 @@ README's TraveLER table gives each element against the paper.
 """
 
 import json
+from typing import Annotated
 
-from vidprep.conf.checks import check_range
+from vidprep.conf.checks import Range
 from vidprep.agents.base import Agent, Trace, answer_schema, final_answer
 from vidprep.agents.vision import VisionQuestion
 from vidprep.stages.base import evenly_spaced
@@ -75,24 +76,21 @@ class TraveLER(Agent):
     name = "traveler"
     version = 3
 
-    def __init__(self, llm, window: int = 5, window_spacing: float = 1.0, questions: int = 3,
-                 max_iterations: int = 9, max_memory_chars: int | None = None, initial_captions: int = 5,
-                 temperature: float | None = 1.0, prompts: dict | None = None,
+    # questions=0: the memory is made of captions only (the public EgoSchema config: no Extractor questions).
+    def __init__(self, llm, window: Annotated[int, Range(1)] = 5,
+                 window_spacing: Annotated[float, Range(0, above=True, unit="seconds")] = 1.0,
+                 questions: Annotated[int, Range(0)] = 3, max_iterations: Annotated[int, Range(1)] = 9,
+                 max_memory_chars: Annotated[int | None, Range(100)] = None,
+                 initial_captions: Annotated[int, Range(1)] = 5,
+                 temperature: Annotated[float | None, Range(0, 2)] = 1.0, prompts: dict | None = None,
                  vision_question: VisionQuestion = LMM_QUESTION):
         super().__init__(llm, temperature, vision_question)
-        for setting, value in (("window", window), ("max_iterations", max_iterations),
-                               ("initial_captions", initial_captions)):
-            check_range(f"method.{setting}", value, 1)
-        # 0: the memory is made of captions only (the public EgoSchema config: no Extractor questions).
-        check_range("method.questions", questions, 0)
         self.asks_visual_questions = questions > 0
-        check_range("method.window_spacing", window_spacing, 0, above=True)
         if max_memory_chars is None:
             # The public code never clips its memory. Here it is condensed only where it must be: past a
             # third of the context, or past what one Summarizer reply can restate.
             max_memory_chars = min(llm.context_chars(0.35),
                                    int(llm.profile.max_output_tokens * llm.profile.chars_per_token))
-        check_range("method.max_memory_chars", max_memory_chars, 100)
         self.window, self.window_spacing, self.questions = window, window_spacing, questions
         self.max_iterations, self.max_memory_chars, self.initial_captions = max_iterations, max_memory_chars, initial_captions
         self.prompts = {"plan": "traveler/plan_v2.txt", "retrieve": "traveler/retrieve_v2.txt",

@@ -11,6 +11,7 @@ before answers and plans), with `max_steps=0` (4: B1 only); `summary=false` leav
 """
 
 import json
+from typing import Annotated
 
 from vidprep.agents.base import (
     Agent,
@@ -21,7 +22,7 @@ from vidprep.agents.base import (
 )
 from vidprep.agents.tools import VIDEO_TOOLS
 from vidprep.stages.prompts import load_prompt
-from vidprep.conf.checks import ConfigError, check_range
+from vidprep.conf.checks import ConfigError, Range
 from vidprep.agents.vision import VisionQuestion
 
 # The paper's retrieval tools: frame search, captions, speech and visual questions about frames.
@@ -52,15 +53,14 @@ class VideoAgent2(Agent):
     # 3: reasoning before answers and plans; the ablation switches.
     version = 3
 
-    def __init__(self, llm, confidence_threshold: int = 4, max_steps: int = 4, tools: list[str] | None = None,
+    def __init__(self, llm, confidence_threshold: Annotated[int, Range(0, 5)] = 4, max_steps: Annotated[int, Range(0)] = 4,
+                 tools: list[str] | None = None,
                  tool_confidence: bool = True, adjust_plan: bool = True, chain_of_thought: bool = True,
                  summary: bool = True, answer_prompt: str = "videoagent2/answer_v2.txt",
                  plan_prompt: str = "videoagent2/plan_v2.txt", reasoning_prompt: str = "videoagent2/reasoning_v1.txt",
                  tool_confidence_prompt: str = "videoagent2/tool_confidence_v1.txt",
                  vision_question: VisionQuestion = VisionQuestion()):
         super().__init__(llm, vision_question=vision_question)
-        check_range("method.confidence_threshold", confidence_threshold, 0, 5)
-        check_range("method.max_steps", max_steps, 0)
         tools = PAPER_TOOLS if tools is None else tools
         unknown = sorted(set(tools) - set(VIDEO_TOOLS))
         if unknown or not tools:

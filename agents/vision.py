@@ -12,8 +12,9 @@ and their embeddings), LLoVi-style; a vision-language model instead sees the JPE
 """
 
 import dataclasses
+from typing import Annotated
 
-from vidprep.conf.checks import ConfigError, check_range
+from vidprep.conf.checks import ConfigError, Range
 from vidprep.stages.context import Component
 from vidprep.stages.models.llm import LLMClient, image_part
 from vidprep.stages.prompts import load_prompt, prompt_hash
@@ -26,14 +27,9 @@ class VisionQuestion:
     rated (JSON with a 0-5 confidence) or free text, used as it is, also where it was cut at the cap."""
 
     prompt: str = "videoagent2/visual_question_v1.txt"
-    max_tokens: int = 300
-    temperature: float | None = None
+    max_tokens: Annotated[int, Range(1, unit="tokens")] = 300
+    temperature: Annotated[float | None, Range(0, 2)] = None
     rated: bool = True
-
-    def __post_init__(self):
-        check_range("method.vision_question.max_tokens", self.max_tokens, 1)
-        if self.temperature is not None:
-            check_range("method.vision_question.temperature", self.temperature, 0, 2)
 
 
 def _spacing(frames) -> float:
@@ -53,8 +49,7 @@ class StoredDescriptions(Component):
     # Frames one call may be about (None: any number; text is cut to the caller's budget instead).
     max_frames = None
 
-    def __init__(self, relevance_margin: float = 0.05):
-        check_range("vision.relevance_margin", relevance_margin, 0, 1)
+    def __init__(self, relevance_margin: Annotated[float, Range(0, 1)] = 0.05):
         self.relevance_margin = relevance_margin
 
     def _lines(self, frames, tools, share: int | None = None) -> list[str]:

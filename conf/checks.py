@@ -3,8 +3,11 @@ in the store, an endpoint that does not answer), and the checks of settings. The
 anything may import it, and importing it imports nothing heavy (the command line's help and errors stay
 fast)."""
 
+import dataclasses
 import importlib.util
+import inspect
 import math
+import typing
 
 
 class ConfigError(ValueError):
@@ -47,6 +50,39 @@ def check_finite(config, where: str = "") -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{name} must be a finite number, got {value}")
         check_finite(value, name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a numeric setting may take, declared with its type where the setting is a parameter or a
+    field: `fps: Annotated[float, Range(0.01, 60, unit="frames per second")]`. With `above`, `low` itself
+    is out. `check_settings_of` holds every setting to its declared range."""
+    low: float
+    high: float | None = None
+    above: bool = False
+    unit: str = ""
+
+
+def check_settings_of(target, settings: dict, where: str) -> None:
+    """The one rule for every config node that builds an object or is a section's dataclass: each key is
+    a parameter of `target` (unless it takes any keyword), and a numeric one lies in the `Range` its type
+    declares. ConfigError naming the first setting that does not."""
+    parameters = inspect.signature(target).parameters
+    hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target, include_extras=True)
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    for name, value in settings.items():
+        setting = f"{where}.{name}" if where else name
+        if name.startswith("_"):  # Hydra's own keys: _target_, _partial_, _args_
+            continue
+        if name not in parameters:
+            if takes_any:
+                continue
+            known = ", ".join(p for p in parameters if parameters[p].kind is not inspect.Parameter.VAR_POSITIONAL)
+            raise ConfigError(f"{setting}: {getattr(target, '__qualname__', target)} has no setting {name!r} "
+                              f"(its settings: {known})")
+        declared = next((m for m in getattr(hints.get(name), "__metadata__", ()) if isinstance(m, Range)), None)
+        if declared is not None and value is not None:
+            check_range(setting, value, declared.low, declared.high, declared.unit, declared.above)
 
 
 def check_range(setting: str, value, low, high=None, unit: str = "", above: bool = False) -> None:

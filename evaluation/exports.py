@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from vidprep.evaluation.benchmarks import run_benchmark
-from vidprep.evaluation.scoring import METRIC, is_unanswered, score
+from vidprep.evaluation.scoring import METRIC, completing_command, is_unanswered, score
 from vidprep.store.store import Store
 from vidprep.conf.checks import ArtifactMissing
 
@@ -41,7 +41,7 @@ def export_run(store: Store, key: str, folder: Path) -> tuple[list[Path], str]:
     if len(answered) < total:
         incomplete = (f"incomplete: {len(answered)} of the dataset's {total} questions have an answer "
                       f"({len(rows) - len(answered)} failed or refused); the benchmark's file holds only those. "
-                      f"Complete it with `vidprep answer` and the run's settings, without answer.limit or answer.per_type")
+                      f"Complete it with {completing_command(record)}, without answer.limit or answer.per_type")
     benchmark = run_benchmark(record)
     for name, write in (benchmark.leaderboards if benchmark else {}).items():
         path = folder / name

@@ -24,8 +24,8 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from vidprep.evaluation.benchmarks import run_benchmark
-from vidprep.evaluation.scoring import (METRIC, comparison, coverage, format_pair, format_score, format_usd,
-                                        not_an_answer, report, score)
+from vidprep.evaluation.scoring import (METRIC, comparison, coverage, format_categories, format_pair, format_score,
+                                        format_usd, incomplete_note, not_an_answer, report, score)
 from vidprep.evaluation.tracking import beyond_defaults
 from vidprep.store.artifacts import ARTIFACTS
 from vidprep.store.store import Store
@@ -69,23 +69,26 @@ def _figure(figure: go.Figure) -> dict:
 
 
 def cost_figure(points: list[dict]) -> dict:
-    """Score against tokens per question: one colour per method, a point per run and task with its 95%
-    interval as an error bar."""
+    """Score against tokens per question: one colour per run (two runs of a method apart), a point per
+    task with its 95% interval as an error bar."""
     figure = go.Figure()
     most = max((p["tokens"] for p in points), default=0) or 1.0
-    for method in sorted({p["method"] for p in points}):
-        mine = [p for p in points if p["method"] == method]
+    runs = sorted({(p["method"], p["run_key"]) for p in points})
+    for method, key in runs:
+        mine = [p for p in points if p["run_key"] == key]
+        # A method's name alone unless it has several runs: then the end of each one's key tells them apart.
+        name = method if sum(m == method for m, _ in runs) == 1 else f"{method} …{key[-6:]}"
         figure.add_scatter(
-            name=method, mode="markers", x=[p["tokens"] for p in mine], y=[p["score"] for p in mine],
+            name=name, mode="markers", x=[p["tokens"] for p in mine], y=[p["score"] for p in mine],
             marker={"size": 11, "symbol": [{"mcq": "circle", "rtl": "diamond", "open": "square"}[p["task"]]
                                            for p in mine]},
             error_y={"type": "data", "symmetric": False, "array": [p["high"] - p["score"] for p in mine],
                      "arrayminus": [p["score"] - p["low"] for p in mine]},
             customdata=[[p["run_key"], p["task"], METRIC[p["task"]]] for p in mine],
             hovertemplate="%{customdata[0]}<br>%{customdata[1]}: %{customdata[2]} %{y:.3f}<br>"
-                          "%{x:.0f} tokens per question<extra>" + method + "</extra>")
+                          "%{x:.0f} tokens per question<extra>" + name + "</extra>")
     figure.update_layout(
-        height=380, margin={"l": 70, "r": 20, "t": 20, "b": 60}, legend_title_text="method",
+        height=380, margin={"l": 70, "r": 20, "t": 20, "b": 60}, legend_title_text="run",
         # A little room left of 0, so a method that asks no LLM is not cut in half by the axis.
         xaxis={"title": {"text": "tokens per question"}, "range": [-0.04 * most, 1.08 * most]},
         yaxis={"title": {"text": "score (accuracy, mIoU or token F1)"}, "range": [0, 1.05]})
@@ -133,6 +136,7 @@ class ReportWriter:
                                         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         self.pages.globals["format_score"] = format_score
         self.pages.globals["coverage"] = coverage
+        self.pages.globals["format_categories"] = format_categories
 
     def _run(self, run_key: str) -> dict:
         """What was recorded with the answer run (its newest record; empty when none was)."""
@@ -201,6 +205,7 @@ class ReportWriter:
             runs.append({"method": method, "key": key, "dataset": recorded.get("dataset"), "benchmark": benchmark,
                          "result": result,
                          "warnings": recorded.get("warnings", []), "usd": format_usd(result["costs"]),
+                         "incomplete": incomplete_note(recorded, items),
                          "settings": beyond_defaults(recorded["settings"], self.defaults)
                          if "settings" in recorded and self.defaults else None})
         return runs
@@ -215,7 +220,9 @@ class ReportWriter:
             for task, entry in compared["reports"][run["key"]]["tasks"].items():
                 tasks[task].append({"run": run, "entry": entry, "value": format_score(entry, "95% CI ")})
         types = {task: sorted({t for e in entries for t in e["entry"]["per_type"]}) for task, entries in tasks.items()}
-        return compared | {"tasks": dict(tasks), "types": types,
+        categories = {task: sorted({c for e in entries for c in e["entry"]["per_category"]})
+                      for task, entries in tasks.items()}
+        return compared | {"tasks": dict(tasks), "types": types, "categories": categories,
                            "pairs": [pair | {"text": format_pair(pair)} for pair in compared["pairs"]]}
 
     def _question_page(self, item: dict, others: list[dict]) -> dict:

@@ -11,6 +11,7 @@ out of every figure and shown as coverage."""
 import json
 import math
 import re
+import shlex
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -42,6 +43,27 @@ def is_unanswered(row: dict) -> bool:
     """No answer came back (failed or refused): the question is left out of scores, not scored wrong."""
     error = row.get("error") or ""
     return is_failure(error) or is_refused(error)
+
+
+def incomplete_note(record: dict, rows: list[dict]) -> str:
+    """A line saying an answer run has fewer answered questions than it asked (its dataset, after its
+    answer.per_type and answer.limit), with the command that completes it; "" when it is complete."""
+    answered = sum(not is_unanswered(r) for r in rows)
+    asked = record.get("questions")
+    if asked is None:
+        return (f"incomplete: {answered} questions have an answer, and the run left no record (killed before it "
+                "was recorded); run its `vidprep answer` command again to complete it")
+    if answered >= asked:
+        return ""
+    return (f"incomplete: {answered} of the {asked} questions asked have an answer ({len(rows) - answered} failed "
+            f"or refused, {asked - len(rows)} not asked yet); complete it with {completing_command(record)}")
+
+
+def completing_command(record: dict) -> str:
+    """The command that asks an answer run's questions again (those answered are skipped): its own
+    command line, where it was a Hydra job's."""
+    overrides = (record.get("provenance") or {}).get("overrides")
+    return f"`{shlex.join(['vidprep', 'answer', *overrides])}`" if overrides else "`vidprep answer` with the run's settings"
 
 
 def iou(predicted: list[float], truth: list[float]) -> float:
@@ -274,6 +296,13 @@ def _with_interval(value: float, found: tuple[float, float] | None) -> str:
     return f"{value:.3f}" + (" ({:.3f}-{:.3f})".format(*found) if found else "")
 
 
+def format_categories(entry: dict) -> str:
+    """A task's headline groups (NExT-QA's causal, temporal and descriptive families, STAR's question
+    types, Perception Test's areas and reasoning), each with its interval: "C 0.512 (0.401-0.620), ..."."""
+    return ", ".join(f"{c} {_with_interval(v, entry['intervals']['per_category'].get(c))}"
+                     for c, v in entry["per_category"].items())
+
+
 def format_report(method: str, key: str, result: dict) -> list[str]:
     lines = [f"{method}  ({key})"]
     for task, entry in result["tasks"].items():
@@ -285,8 +314,7 @@ def format_report(method: str, key: str, result: dict) -> list[str]:
         groups = "; per type: " + ", ".join(f"{t or '-'} {_with_interval(v, intervals['per_type'].get(t))}"
                                            for t, v in entry["per_type"].items())
         if entry["per_category"]:
-            groups += "; per category: " + ", ".join(f"{c} {_with_interval(v, intervals['per_category'].get(c))}"
-                                                    for c, v in entry["per_category"].items())
+            groups += "; per category: " + format_categories(entry)
         lines.append(f"  {task}: {coverage(entry)}; {entry['invalid']} invalid (scored wrong); {METRIC[task]} "
                      f"{value}{extra}{groups}")
     c = result["costs"]

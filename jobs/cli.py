@@ -13,6 +13,7 @@ import os
 import sys
 
 from vidprep.jobs import errors
+from vidprep.jobs.watchdog import watch_this_command
 
 # Command -> (module of vidprep.jobs, one line for `vidprep --help`).
 COMMANDS = {
@@ -97,6 +98,7 @@ def run_command() -> None:
         top.parse_args()  # help (exit 0), or a missing or unknown command (exit 2)
     # Intermixed: options may stand between positionals and overrides (`search all "a cat" -k 2 store.uri=...`).
     args = chosen.parse_intermixed_args(sys.argv[2:])
+    watch_this_command()
     with errors.user_errors():
         args.handler(args)
     if errors.jobs_with_failures:

@@ -5,10 +5,14 @@ import argparse
 import os
 from pathlib import Path
 
-from omegaconf import OmegaConf
+import dataclasses
+
+from hydra.utils import get_object
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
 from vidprep.conf import schemas
-from vidprep.conf.checks import check_finite
+from vidprep.conf.checks import ConfigError, check_finite, check_settings_of
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -37,9 +41,47 @@ def load_config(overrides: list[str]):
 
 
 def check_settings(cfg) -> None:
-    """The checks every composed config passes, whichever command composed it."""
+    """The checks every composed config passes, whichever command composed it: no NaN or infinity
+    anywhere, and each node that builds an object (`_target_`) or is a section's dataclass (`/settings@`)
+    held to its class's parameters and declared ranges. Errors are ConfigErrors naming the setting."""
     # Unresolved: a setting is checked as given (an interpolation where it points).
     check_finite(OmegaConf.to_container(cfg, resolve=False))
+    for where, node, target in settings_nodes(cfg, ""):
+        check_settings_of(target, _given(node), where)
+
+
+def _given(node: DictConfig) -> dict:
+    """A node's settings, resolved; one that does not resolve yet (`???`, or pointing at what is not
+    there) is left out: it is an error where it is used, if it is."""
+    values = {}
+    for key in node:
+        try:
+            values[key] = node[key]
+        except (MissingMandatoryValue, InterpolationResolutionError):
+            pass
+    return values
+
+
+def settings_nodes(node, where: str):
+    """(path, node, the class or function it is checked against) for every such node under `node`; a
+    node that only points at another (`${model}`) is checked where it is."""
+    if isinstance(node, DictConfig):
+        if "_target_" in node:
+            try:
+                target = get_object(node._target_)
+            except (ImportError, AttributeError, ValueError) as error:
+                raise ConfigError(f"{where}._target_: cannot import {node._target_} ({error})") from None
+            yield where, node, target
+        elif dataclasses.is_dataclass(OmegaConf.get_type(node)):
+            yield where, node, OmegaConf.get_type(node)
+        children = ((key, node._get_node(key)) for key in node.keys())
+    elif isinstance(node, ListConfig):
+        children = ((index, node._get_node(index)) for index in range(len(node)))
+    else:
+        return
+    for key, child in children:
+        if not child._is_interpolation():
+            yield from settings_nodes(child, f"{where}.{key}" if where else str(key))
 
 
 # Groups chosen for a node of another group's option: a model profile for each LLM client.

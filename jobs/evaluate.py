@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from vidprep.evaluation.benchmarks import run_benchmark
-    from vidprep.evaluation.scoring import format_comparison, format_report, report
+    from vidprep.evaluation.scoring import format_comparison, format_report, incomplete_note, report
     from vidprep.evaluation.tracking import beyond_defaults
     from vidprep.store.settings import StoreSettings
 
@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> None:
         result = report([r for r in rows if r["run_key"] == key], model_prices(cfg.prices), benchmarks[key],
                         args.resample)
         print("\n".join(format_report(method, key, result)))
+        if note := incomplete_note(recorded.get(key, {}), [r for r in rows if r["run_key"] == key]):
+            print(f"  {note}")
         if "settings" in recorded.get(key, {}):
             print(f"  settings: {beyond_defaults(recorded[key]['settings'], defaults)}")
     if len(runs) > 1:

@@ -58,17 +58,13 @@ def is_listening(server: DictConfig) -> bool:
         return False
 
 
-def _wait_until_serving(server: DictConfig, process: subprocess.Popen | None, log: Path | None) -> None:
-    """Until the server this command started answers. One that another command started and that still
-    listens is busy, not dead (it answers one request at a time, and a long completion may be under
-    way): the requests of this command wait their turn there."""
+def _wait_until_serving(server: DictConfig, process: subprocess.Popen, log: Path | None) -> None:
+    """Until the server this command started answers; EndpointUnreachable (naming its log where there
+    is one) when it exits or is not up in time."""
     deadline = time.monotonic() + server.startup_timeout_s
     while not is_serving(server):
-        if process is None and is_listening(server) and time.monotonic() > deadline:
-            return
-        if (process is not None and process.poll() is not None) or time.monotonic() > deadline:
-            if process is not None:
-                process.kill()
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
             seen = f"; see {log}" if log is not None and log.exists() else ""
             raise EndpointUnreachable(f"the local LLM server did not answer on {server.host}:{server.port} "
                                       f"within {server.startup_timeout_s} s{seen}")
@@ -76,17 +72,20 @@ def _wait_until_serving(server: DictConfig, process: subprocess.Popen | None, lo
 
 
 def ensure_local_llm(llm: DictConfig, log: Path | None = None) -> subprocess.Popen | None:
-    """Start the local server unless one listens already; its process, or None when another one serves."""
+    """Start the local server unless one listens already; its process, or None when another one serves.
+    A server that listens has loaded its model (it opens its port after); it may be busy, answering
+    nothing until another command's long completion is done (it answers one request at a time), and
+    this command's requests wait their turn there."""
     if not llm.server:
         return None
-    # One starter per port on this machine: a command that finds the port taken waits for that server.
+    # One starter per port on this machine: a command that finds the port taken uses that server.
     with FileLock(Path(tempfile.gettempdir()) / f"vidprep-llm-{llm.server.host}-{llm.server.port}.lock"):
         if is_listening(llm.server):
-            _wait_until_serving(llm.server, None, log)
             return None
         if log:
             log.parent.mkdir(parents=True, exist_ok=True)
         output = open(log, "ab") if log else subprocess.DEVNULL
+        # In a session of its own: shared by the commands that follow, it outlives this one (and its watchdog).
         process = subprocess.Popen(server_command(llm.server, llm.client.model or llm.client.profile.model), stdout=output,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         _wait_until_serving(llm.server, process, log)
@@ -101,8 +100,8 @@ def run(args: argparse.Namespace) -> None:
     cfg = load_config(args.overrides)
     if not cfg.llm.server:
         raise ConfigError("this llm config has no local server (use llm=local)")
-    if is_serving(cfg.llm.server):
-        raise ConfigError(f"an LLM server already answers on {cfg.llm.server.host}:{cfg.llm.server.port}")
+    if is_listening(cfg.llm.server):
+        raise ConfigError(f"an LLM server already listens on {cfg.llm.server.host}:{cfg.llm.server.port}")
     command = server_command(cfg.llm.server, cfg.llm.client.model or cfg.llm.client.profile.model)
     print("serving:", " ".join(command), flush=True)
     raise SystemExit(subprocess.call(command))

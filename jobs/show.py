@@ -29,6 +29,9 @@ def run(args: argparse.Namespace) -> None:
         raise ArtifactMissing("give one video, not 'all'")
     video = store.video(video_id)
     print(f"{video['name']}  id={video_id}  {video['source_path']}")
+    others = [name for name in store.names(video_id) if name != video["name"]]
+    if others:
+        print(f"  also named: {', '.join(others)}")
     print(f"  {video['duration']:.2f} s, {video['fps']:.2f} fps, {video['width']}x{video['height']}, "
           f"{video['codec']}, audio: {'yes' if video['has_audio'] else 'no'}, {video['size']} bytes")
     for name, stage in plan.stages.items():

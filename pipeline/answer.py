@@ -10,14 +10,17 @@ re-run answers only what is missing and a sweep reuses the same indexes.
 import dataclasses
 import json
 import os
+import sys
+import threading
 import time
+import uuid
 
 import pyarrow as pa
 import ray
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from vidprep.conf.checks import ArtifactMissing, ManifestError, ModelRefused, check_range
+from vidprep.conf.checks import ArtifactMissing, ManifestError, ModelRefused
 from vidprep.pipeline.plan import build_plan
 from vidprep.pipeline.runner import init_ray, pool_map
 from vidprep.store.settings import StoreSettings
@@ -91,12 +94,43 @@ def check_clips(store, questions: list[Question], ids: dict[str, str]) -> None:
                                     f"{question.video} ends ({duration:.1f} s)")
 
 
+# How often each answer worker tells the run's heartbeat what its questions are doing.
+REPORT_S = 5.0
+
+
+@ray.remote(num_cpus=0)
+class QuestionsUnderWay:
+    """The questions each answer worker has under way, as it last reported them: what the run's
+    heartbeat says while no question finishes (a TraveLER question may take half an hour of calls)."""
+
+    def __init__(self):
+        self.by_worker: dict[str, list[dict]] = {}
+
+    def report(self, worker: str, questions: list[dict]) -> None:
+        self.by_worker[worker] = questions
+
+    def questions(self) -> list[dict]:
+        return [q for questions in self.by_worker.values() for q in questions]
+
+
+def under_way(board, results: list[dict]) -> str:
+    """The heartbeat's detail: the questions under way, the oldest one's step, and the calls so far."""
+    questions = ray.get(board.questions.remote(), timeout=5)
+    calls = sum(r["llm_calls"] for r in results) + sum(q["calls"] for q in questions)
+    if not questions:
+        return f"LLM calls so far: {calls}"
+    oldest = max(questions, key=lambda q: q["seconds"])
+    return (f"{len(questions)} under way, the oldest ({oldest['qid']}) for {oldest['seconds']:.0f} s, at step "
+            f"{oldest['step']} ({oldest['kind'] or 'starting'}); LLM calls so far: {calls}")
+
+
 class AnswerWorker:
     """One actor: builds the method, its LLM client, the vision backend and the text embedder once, and
-    sets them up with the actor's context."""
+    sets them up with the actor's context. Every REPORT_S it tells `board` what its questions under way
+    are doing."""
 
     def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str, embedder: dict | None,
-                 caption_frames: int | None, api_keys: dict | None = None):
+                 caption_frames: int | None, board, api_keys: dict | None = None):
         os.environ.update(api_keys or {})
         cfg = OmegaConf.create(cfg_yaml)
         self.context, self.keys, self.key = WorkerContext(settings.open()), keys, key
@@ -114,6 +148,21 @@ class AnswerWorker:
         self.search_mode = cfg.search.mode
         # How many of a segment's frames its caption was made from (`Plan.frames_per_caption`).
         self.caption_frames = caption_frames
+        # qid -> (when it started, its tools (their trace holds its steps), its calls per model so far).
+        self.under_way: dict[str, tuple[float, object, dict]] = {}
+        self.board, self.worker_id = board, uuid.uuid4().hex
+        threading.Thread(target=self._report, daemon=True).start()
+
+    def _report(self) -> None:
+        while True:
+            time.sleep(REPORT_S)
+            now, questions = time.monotonic(), []
+            for qid, (started, tools, per_model) in list(self.under_way.items()):
+                steps = tools.trace.steps if tools.trace is not None else []
+                questions.append({"qid": qid, "seconds": now - started, "step": len(steps),
+                                  "kind": steps[-1]["kind"] if steps else "",
+                                  "calls": sum(u.calls for u in list(per_model.values()))})
+            self.board.report.remote(self.worker_id, questions)
 
     def __del__(self):
         for component in (getattr(self, name, None) for name in ("agent", "vision", "text_embedder")):
@@ -130,12 +179,15 @@ class AnswerWorker:
                            question.clip, self.caption_frames)
         # Questions answered at once in this actor each count their own calls (`counted` is per thread).
         with counted() as per_model:
+            self.under_way[question.qid] = (started, tools, per_model)
             try:
                 prediction = self.agent.answer(question, tools)
             except ModelRefused as error:
                 # Not this question's outcome: the run stops, and the question stays unanswered.
                 return {"qid": question.qid, "valid": False, "failed": True, "refused": False, "error": "",
                         "llm_calls": 0, "cache_hits": 0, "model_refused": str(error)}
+            finally:
+                self.under_way.pop(question.qid, None)
         used = sum(per_model.values(), Usage())
         by_model = {model: {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
                     for model, u in per_model.items()}
@@ -223,9 +275,6 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
     """The questions of `cfg.dataset` answered by `cfg.method` from the store; with `stop_ray` (the
     process's last run), Ray stops before the wall time is read, as its shutdown is waited for too."""
     started, clock = utcnow(), time.monotonic() if clock is None else clock
-    for setting, low in (("workers", 1), ("num_cpus", 0), ("per_type", 0), ("limit", 0)):
-        check_range(f"answer.{setting}", cfg.answer[setting], low)
-    check_range("store.compact_every_questions", cfg.store.compact_every_questions, 0)
     check_search_mode(cfg.search.mode)
     # Imported first: a tools class of one's own registers its tools before the method checks its names.
     get_class(cfg.answer.tools)
@@ -237,6 +286,9 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
                         f"({cfg.vision._target_.rsplit('.', 1)[1]}): they are answered from what precompute "
                         "stored about them, so the method does not run as its paper does; use vision=vlm with a "
                         "vision-language endpoint")
+    # Before the first question, not after the last: a run that takes hours is not run blind.
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
     plan = build_plan(cfg.stages)
     settings = StoreSettings.from_config(cfg.store)
     store = settings.open()
@@ -254,12 +306,21 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
     answered = {r["qid"] for r in done if settled(r, asked.get(r["qid"]), cfg.answer.retry_refused)}
     pending = [{"question_json": asked[q.qid], "video_id": ids[q.video]} for q in questions if q.qid not in answered]
     results = []
+    # Recorded before the first question and again at the end: a run killed on the way is known for what
+    # it asked, with its settings and the command that completes it.
+    run_id = f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}"
+    record = {"run_key": key, "method": agent.name, "questions": len(questions), "dataset": cfg.dataset.name,
+              "loader": cfg.dataset.questions._target_, "dataset_questions": dataset_questions, "keys": plan.keys,
+              "settings": run_settings(cfg), "provenance": provenance(cfg), "warnings": warnings}
+    store.record_run(run_id, "answer", started, 0.0, json.dumps(record | {"finished": False}))
     if pending:
         check_endpoints(OmegaConf.to_container(cfg, resolve=True))
         init_ray(cfg.ray)
+        board = QuestionsUnderWay.remote()
         worker_args = dict(cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys,
                            key=key, embedder=plan.configs.get(FRAME_EMBEDDINGS.stage, {}).get("embedder"),
-                           caption_frames=plan.frames_per_caption, api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
+                           caption_frames=plan.frames_per_caption, board=board,
+                           api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
         # One question per batch, so each finished question shows in the progress as it finishes. Where
         # the endpoint takes several requests at once, an actor answers twice as many questions at once
         # (questions are independent; the LLM client's slots hold the rest back), so while some read the
@@ -270,7 +331,9 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
                                 cfg.ray.gpu_memory_gb, calls_per_actor=2 * concurrency if concurrency > 1 else 1,
                                 batch_size=1)
         every = cfg.store.compact_every_questions
-        with Progress("questions", len(pending)) as progress:
+        # A resumed run counts the questions stored before it as done.
+        with Progress("questions", len(questions), done=len(questions) - len(pending),
+                      detail=lambda: under_way(board, results)) as progress:
             for result in answered_now.iter_rows():
                 if result["model_refused"]:
                     store.compact(ANSWER_TABLES)
@@ -281,6 +344,7 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
                     store.compact(ANSWER_TABLES)
         if every:
             store.compact(ANSWER_TABLES)
+        ray.kill(board)
     if stop_ray:
         ray.shutdown()
     problems = problem_lines(results)
@@ -293,11 +357,6 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
                             sum(r["cache_hits"] for r in results),
                             time.monotonic() - clock, warnings, problems[:NAMED_PROBLEMS],
                             max(0, len(problems) - NAMED_PROBLEMS))
-    store.record_run(f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}", "answer", started, summary.wall_seconds,
-                     json.dumps(dataclasses.asdict(summary) | {"dataset": cfg.dataset.name,
-                                                                 "loader": cfg.dataset.questions._target_,
-                                                                 "dataset_questions": dataset_questions,
-                                                                 "keys": plan.keys,
-                                                                 "settings": run_settings(cfg),
-                                                                 "provenance": provenance(cfg)}))
+    store.record_run(run_id, "answer", started, summary.wall_seconds,
+                     json.dumps(record | dataclasses.asdict(summary) | {"finished": True}))
     return summary

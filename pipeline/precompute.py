@@ -166,6 +166,8 @@ def precompute(cfg: DictConfig, clock: float | None = None, stop_ray: bool = Fal
         record_identified(store, identified, plan.probe_key, run_id)
         records += [{k: v for k, v in r.items() if k != "file_info"} for r in identified]
         identify_seconds = time.monotonic() - identify_started
+    ids = {r["entry_path"]: r["video_id"] for r in records if r["video_id"]}
+    store.record_names({(ids[e["path"]], e["name"]) for e in entries if e["path"] in ids})
     return run_stages(cfg, plan, settings, records, run_id, started, clock, manifest.skipped, identify_seconds,
                       stop_ray)
 

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from vidprep.pipeline.executor import describe_error, run_stage
 from vidprep.pipeline.plan import Plan, build_stage
-from vidprep.conf.checks import ConfigError, check_range
+from vidprep.conf.checks import ConfigError, check_settings_of
 from vidprep.stages.base import Resources
 from vidprep.stages.context import WorkerContext
 from vidprep.stages.models.llm import api_keys
@@ -160,7 +160,6 @@ def video_groups(records: list[dict], group_seconds: float, cpus: float) -> list
     """Records in manifest order, packed into groups of consecutive videos whose durations add up to at
     most `group_seconds` (a longer video is a group of its own). The groups are kept small enough that
     every CPU gets two, so a small run still spreads over the machine."""
-    check_range("ray.group_seconds", group_seconds, 0, unit="seconds")
     limit = min(group_seconds, sum(r["duration"] for r in records) / max(1.0, 2 * cpus))
     groups, seconds = [], 0.0
     for record in records:
@@ -269,7 +268,6 @@ def stage_resources(cfg: DictConfig, plan: Plan) -> dict[str, Resources]:
     unknown = sorted(set(overrides) - set(plan.stages))
     if unknown:
         raise ConfigError(f"resources.{unknown[0]}: no such stage in this plan ({', '.join(plan.stages)})")
-    check_range("ray.gpu_memory_gb", cfg.ray.gpu_memory_gb, 0.001, unit="GB")
     cluster = bool(cfg.ray.address)
     declared = declared_resources(plan, ray.cluster_resources().get("GPU", 0), cluster)
     if not cluster:
@@ -278,15 +276,11 @@ def stage_resources(cfg: DictConfig, plan: Plan) -> dict[str, Resources]:
         # time. On a local Ray the model threads share the cores with the tasks anyway, so there the
         # actors ask for no CPU unless `resources.STAGE.cpus` says otherwise.
         declared = {n: dataclasses.replace(r, cpus=0) if plan.stages[n].stateful else r for n, r in declared.items()}
-    resources, fields = {}, {f.name for f in dataclasses.fields(Resources)}
+    resources = {}
     for name in plan.stages:
         given = overrides.get(name, {})
-        if set(given) - fields:
-            raise ConfigError(f"resources.{name}.{sorted(set(given) - fields)[0]} is not a resource; "
-                              f"one of {', '.join(sorted(fields))}")
+        check_settings_of(Resources, given, f"resources.{name}")
         resources[name] = dataclasses.replace(declared[name], **given)
-        for setting, low in (("cpus", 0), ("gpus", 0), ("gpu_memory_gb", 0), ("pool_size", 1)):
-            check_range(f"resources.{name}.{setting}", getattr(resources[name], setting), low)
     if cluster:
         return resources
     stateful = {name for name, stage in plan.stages.items() if stage.stateful}

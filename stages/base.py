@@ -7,8 +7,9 @@ upstream artifacts, an iterator of their batches) and yields batches of rows of 
 
 import dataclasses
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
+from vidprep.conf.checks import Range
 from vidprep.stages.context import Component
 from vidprep.stages.prompts import is_prompt, prompt_hash
 from vidprep.store.artifacts import Artifact
@@ -37,14 +38,14 @@ class Resources:
     """What each task of a stage, or each actor of a model stage's pool, asks Ray for.
     `resources.STAGE.FIELD` in the config overrides any of it."""
 
-    cpus: float = 1.0
+    cpus: Annotated[float, Range(0)] = 1.0
     # A GPU share asked for outright; 0: derived from gpu_memory_gb. Either is asked for only where the
     # stage's model runs on CUDA (see `Stage.model_device`) and the cluster has GPUs.
-    gpus: float = 0.0
+    gpus: Annotated[float, Range(0)] = 0.0
     # The GPU memory the stage's model needs: its share of a GPU of `ray.gpu_memory_gb`.
-    gpu_memory_gb: float = 0.0
+    gpu_memory_gb: Annotated[float, Range(0, unit="GB")] = 0.0
     # Actors in a model stage's pool (each holds one copy of the model).
-    pool_size: int = 1
+    pool_size: Annotated[int, Range(1)] = 1
     # Ray custom resources, e.g. {gpu_node: 0.25} to place the stage on nodes tagged so.
     custom: dict = dataclasses.field(default_factory=dict)
 
@@ -66,7 +67,7 @@ class Stage(Component):
     resources: ClassVar[Resources] = Resources()
 
     # Rows per batch read from upstream and written to the store.
-    batch_size: int = dataclasses.field(default=32, metadata={"runtime": True}, kw_only=True)
+    batch_size: Annotated[int, Range(1)] = dataclasses.field(default=32, metadata={"runtime": True}, kw_only=True)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

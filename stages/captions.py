@@ -3,8 +3,9 @@
 import collections
 import dataclasses
 from collections.abc import Iterator
+from typing import Annotated
 
-from vidprep.conf.checks import check_range
+from vidprep.conf.checks import Range
 
 from vidprep.stages.base import Resources, Stage, evenly_spaced, model_field
 from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS
@@ -21,10 +22,7 @@ class CaptionSegments(Stage):
     resources = Resources(gpu_memory_gb=6)
 
     describer: object = model_field()
-    frames_per_segment: int = 3
-
-    def __post_init__(self):
-        check_range("stages.segment_captions.frames_per_segment", self.frames_per_segment, 1)
+    frames_per_segment: Annotated[int, Range(1)] = 3
 
     def model_device(self) -> str | None:
         return self.describer.device
@@ -78,10 +76,7 @@ class CaptionFrames(Stage):
     resources = Resources(gpu_memory_gb=6)
 
     describer: object = model_field()
-    positions: int = 5
-
-    def __post_init__(self):
-        check_range("stages.frame_captions.positions", self.positions, 1)
+    positions: Annotated[int, Range(1)] = 5
 
     def model_device(self) -> str | None:
         return self.describer.device

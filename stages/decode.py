@@ -4,12 +4,13 @@ import dataclasses
 import io
 import math
 import os
+from typing import Annotated
 from collections.abc import Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from PIL import Image
 
-from vidprep.conf.checks import check_range
+from vidprep.conf.checks import Range
 
 from vidprep.stages.base import Stage, runtime
 from vidprep.stages.media import VideoError
@@ -74,22 +75,16 @@ class DecodeFrames(Stage):
     version = 2
     artifact = FRAMES
 
-    fps: float = 1.0
-    max_side: int = 448
+    # Below one frame per ~17 minutes a video is no longer sampled; above 240 there is nothing to sample.
+    fps: Annotated[float, Range(MIN_FPS, MAX_FPS, unit="frames per second")] = 1.0
+    max_side: Annotated[int, Range(16, 8192, unit="pixels")] = 448
     # ffmpeg's MJPEG quantiser: 2 (best) to 31 (worst).
-    jpeg_qscale: int = 4
+    jpeg_qscale: Annotated[int, Range(2, 31)] = 4
     # ffmpeg is killed after timeout_s + timeout_per_second * duration.
-    timeout_s: float = runtime(60.0)
-    timeout_per_second: float = runtime(2.0)
+    timeout_s: Annotated[float, Range(0, above=True, unit="seconds")] = runtime(60.0)
+    timeout_per_second: Annotated[float, Range(0, unit="seconds")] = runtime(2.0)
     # For a few long videos on many cores; with many videos Ray already keeps every core decoding.
-    ranges: int = runtime(1)
-
-    def __post_init__(self):
-        # Below one frame per ~17 minutes a video is no longer sampled; above 240 there is nothing to sample.
-        check_range("stages.frames.fps", self.fps, MIN_FPS, MAX_FPS, "frames per second")
-        check_range("stages.frames.max_side", self.max_side, 16, 8192, "pixels")
-        check_range("stages.frames.jpeg_qscale", self.jpeg_qscale, 2, 31)
-        check_range("stages.frames.ranges", self.ranges, 1, 64, "ffmpeg processes")
+    ranges: Annotated[int, Range(1, 64, unit="ffmpeg processes")] = runtime(1)
 
     def ffmpeg_args(self, path: str, video: dict, first_interval: int = 0, threads: int | None = None) -> list[str]:
         """The command line storing the first frame of each output interval from `first_interval` on."""

@@ -13,8 +13,9 @@ import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated
 
-from vidprep.conf.checks import ConfigError, check_range
+from vidprep.conf.checks import ConfigError, Range
 
 from vidprep.stages.base import Stage, evenly_spaced, runtime
 from vidprep.store.artifacts import FRAME_CAPTIONS, FRAMES, SEGMENT_CAPTIONS
@@ -85,16 +86,15 @@ class ImportedCaptions(Stage):
     format: str = "videoagent"
     path: str = runtime("")
     # Spacing of list-form captions (LLoVi) and of the last caption's span, in seconds.
-    seconds_per_caption: float = 1.0
+    seconds_per_caption: Annotated[float, Range(0, above=True, unit="seconds")] = 1.0
     # The confidence tools report for a published caption (its source gives none).
-    confidence: float = 1.0
+    confidence: Annotated[float, Range(0, 1)] = 1.0
 
     def __post_init__(self):
         if self.format not in FORMATS:
             raise ConfigError(f"captions format must be one of {', '.join(FORMATS)}, got {self.format!r}")
         if not self.path or not Path(self.path).exists():
             raise ConfigError(f"captions path {self.path!r} does not exist")
-        check_range("seconds_per_caption", self.seconds_per_caption, 0, above=True)
 
     @functools.cached_property
     def _files(self) -> list[Path]:
@@ -164,10 +164,7 @@ class GroupCaptions(Stage):
     artifact = SEGMENT_CAPTIONS
     upstream = ("frame_captions", "segments")
 
-    captions_per_segment: int = 1
-
-    def __post_init__(self):
-        check_range("stages.segment_captions.captions_per_segment", self.captions_per_segment, 1)
+    captions_per_segment: Annotated[int, Range(1)] = 1
 
     def run(self, video: dict, captions: Iterator[list], segments: Iterator[list]) -> Iterator[list[dict]]:
         frame_captions = [c for batch in captions for c in batch]

@@ -1,7 +1,9 @@
 """Identify a video by its content and read its metadata (`media.pyav_probe`, as ffprobe reports it)."""
 
 import dataclasses
+from typing import Annotated
 
+from vidprep.conf.checks import Range
 from vidprep.stages.media import VideoError
 from vidprep.stages.media.files import file_info, local_file
 from vidprep.stages.media.pyav_probe import probe
@@ -14,8 +16,9 @@ class ProbeVideo:
     audio."""
 
     name = "probe"
-    version = 2
-    timeout_s: float = 60.0
+    # 3: the duration is the longest of the video stream's (to its last frame's end) and the audio's.
+    version = 3
+    timeout_s: Annotated[float, Range(0, above=True, unit="seconds")] = 60.0
 
     def run(self, path: str) -> dict:
         found = file_info(path)
@@ -29,7 +32,12 @@ class ProbeVideo:
         video = info["video"]
         if video is None:
             raise VideoError("no video stream")
-        duration = video["duration"] or info["format_duration"] or 0.0
+        # The longest of the streams vidprep reads: the video's (its header's, or where its last frame
+        # ends: a VFR stream's header may stop before its last frames, at 5.4 s where the last one shows
+        # at 5.7 s) and the audio's, so that every frame and all speech lies in a segment. The
+        # container's where no stream states one (its subtitles may run on).
+        duration = max(video["duration"] or 0.0, video["end"] or 0.0, info["audio_duration"] or 0.0) \
+            or info["format_duration"] or 0.0
         if duration <= 0:
             raise VideoError("unknown or zero duration")
         width, height = video["width"], video["height"]

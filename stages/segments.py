@@ -3,8 +3,9 @@
 import dataclasses
 import math
 from collections.abc import Iterator
+from typing import Annotated
 
-from vidprep.conf.checks import check_range
+from vidprep.conf.checks import Range
 
 from vidprep.stages.base import Stage
 from vidprep.store.artifacts import SEGMENTS
@@ -14,13 +15,11 @@ from vidprep.store.artifacts import SEGMENTS
 class CutSegments(Stage):
     """Segments [i*n, min((i+1)*n, duration)); a video shorter than n is one segment."""
 
-    version = 1
+    # 2: the videos' durations are probe v3's (the container's where it is longer).
+    version = 2
     artifact = SEGMENTS
 
-    seconds: float = 10.0
-
-    def __post_init__(self):
-        check_range("stages.segments.seconds", self.seconds, 0, above=True)
+    seconds: Annotated[float, Range(0, above=True, unit="seconds")] = 10.0
 
     def run(self, video: dict) -> Iterator[list[dict]]:
         duration = video["duration"]

@@ -3,9 +3,10 @@
 
 import dataclasses
 import functools
+from typing import Annotated
 from collections.abc import Iterator
 
-from vidprep.conf.checks import check_range
+from vidprep.conf.checks import Range
 
 from vidprep.stages.base import Resources, Stage, model_field
 from vidprep.store.artifacts import SUMMARIES
@@ -35,11 +36,7 @@ class SummarizeVideo(Stage):
     llm: object = model_field()
     prompt: str = "summary_v2.txt"
     combine_prompt: str = "summary_combine_v2.txt"
-    max_input_chars: int | None = None
-
-    def __post_init__(self):
-        if self.max_input_chars is not None:
-            check_range("stages.summary.max_input_chars", self.max_input_chars, 500)
+    max_input_chars: Annotated[int | None, Range(500)] = None
 
     @functools.cached_property
     def _input_chars(self) -> int:

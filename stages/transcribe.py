@@ -5,12 +5,13 @@ import functools
 import importlib.util
 import os
 import shutil
+from typing import Annotated
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from vidprep.conf.checks import ConfigError, check_range, require
+from vidprep.conf.checks import ConfigError, Range, require
 from vidprep.stages.models.devices import check_device, ctranslate2_device
 
 from vidprep.stages.base import Resources, Stage, runtime
@@ -66,17 +67,17 @@ class TranscribeSpeech(Stage):
     backend: str = "auto"
     language: str | None = None
     vad_filter: bool = True
-    beam_size: int = 5
-    whisper_batch_size: int = 8
-    chunk_seconds: float = 600.0
+    beam_size: Annotated[int, Range(1)] = 5
+    # 0: faster-whisper's sequential pipeline.
+    whisper_batch_size: Annotated[int, Range(0)] = 8
+    chunk_seconds: Annotated[float, Range(30, unit="seconds")] = 600.0
     device: str = runtime("auto")
     compute_type: str = runtime("int8")
-    cpu_threads: int = runtime(0)
-    timeout_s: float = runtime(120.0)
+    # 0: faster-whisper's own choice.
+    cpu_threads: Annotated[int, Range(0)] = runtime(0)
+    timeout_s: Annotated[float, Range(0, above=True, unit="seconds")] = runtime(120.0)
 
     def __post_init__(self):
-        check_range("stages.transcript.chunk_seconds", self.chunk_seconds, 30)
-        check_range("stages.transcript.whisper_batch_size", self.whisper_batch_size, 0)
         check_device("stages.transcript.device", self.device)
         if self.whisper_batch_size and not self.vad_filter and self.backend != "whisperx":
             raise ConfigError("stages.transcript.vad_filter=false needs whisper_batch_size=0: the batched "

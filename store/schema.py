@@ -56,6 +56,15 @@ class Source:
 
 
 @dataclass(frozen=True)
+class VideoName:
+    """Every name a manifest gave a video (row_id: video_id/name): a file listed by two datasets, or
+    renamed, is found by each of its names."""
+
+    video_id: str
+    name: str
+
+
+@dataclass(frozen=True)
 class StageDone:
     """One row per (video, stage key) whose artifacts are completely written; readers trust nothing else."""
 
@@ -165,13 +174,14 @@ def video_vectors_table(embedding_table: str) -> str:
     return f"{VIDEO_VECTORS}_{embedding_table.rpartition('_')[2]}"
 
 
-VIDEOS, SOURCES, STAGE_DONE, STAGE_CONFIGS, FAILURES, RUNS, LLM_CACHE, FRAME_READINGS, PREDICTIONS = map(
-    table_schema, (VideoRecord, Source, StageDone, StageConfig, Failure, Run, CachedReply, FrameReading,
+VIDEOS, SOURCES, VIDEO_NAMES, STAGE_DONE, STAGE_CONFIGS, FAILURES, RUNS, LLM_CACHE, FRAME_READINGS, PREDICTIONS = map(
+    table_schema, (VideoRecord, Source, VideoName, StageDone, StageConfig, Failure, Run, CachedReply, FrameReading,
                    PredictionRecord))
 
 BOOKKEEPING: dict[str, pa.Schema] = {
     "videos": VIDEOS,
     "sources": SOURCES,
+    "video_names": VIDEO_NAMES,
     "stage_done": STAGE_DONE,
     "stage_configs": STAGE_CONFIGS,
     "failures": FAILURES,

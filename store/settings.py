@@ -7,7 +7,7 @@ import os
 
 from omegaconf import DictConfig, OmegaConf
 
-from vidprep.conf.checks import ArtifactMissing, check_range
+from vidprep.conf.checks import ArtifactMissing
 from vidprep.store.store import Store
 
 
@@ -22,7 +22,6 @@ class StoreSettings:
         options = OmegaConf.to_container(cfg.storage_options, resolve=True) if cfg.storage_options else {}
         # LanceDB takes string options only; an unset optional one (e.g. no custom endpoint) is left out.
         present = {k: str(v) for k, v in options.items() if v is not None}
-        check_range("store.ann_min_rows", cfg.ann_min_rows, 1)
         return cls(str(cfg.uri), tuple(sorted(present.items())), int(cfg.ann_min_rows))
 
     def open(self) -> Store:

@@ -277,10 +277,22 @@ class Store:
         """What the store knows of these paths (their last size, mtime, id or probe error)."""
         return {r["source_path"]: r for r in self._scan_in("sources", "row_id", paths)}
 
+    def record_names(self, names: set[tuple[str, str]]) -> None:
+        """Each (video_id, name) a manifest gave, in one write of those not stored yet."""
+        rows = {f"{video_id}/{name}": {"row_id": f"{video_id}/{name}", "video_id": video_id, "name": name}
+                for video_id, name in names}
+        stored = {r["row_id"] for r in self._scan_in("video_names", "row_id", rows, columns=["row_id"])}
+        self.upsert("video_names", [row for key, row in sorted(rows.items()) if key not in stored])
+
+    def names(self, video_id: str) -> list[str]:
+        """Every name manifests gave a video, sorted."""
+        return sorted(r["name"] for r in self.scan("video_names", f"video_id = {_quote(video_id)}", ["name"]).to_pylist())
+
     def video_ids_named(self, name: str) -> set[str]:
-        """Videos whose dataset name is `name`, or whose file is named `name` (with or without its
+        """Videos any manifest named `name`, or whose file is named `name` (with or without its
         extension), read through the indexes rather than a scan of every video."""
-        named = {r["video_id"] for r in self.scan("videos", f"name = {_quote(name)}", ["video_id"]).to_pylist()}
+        named = {r["video_id"] for r in self.scan("video_names", f"name = {_quote(name)}", ["video_id"]).to_pylist()}
+        named |= {r["video_id"] for r in self.scan("videos", f"name = {_quote(name)}", ["video_id"]).to_pylist()}
         # LIKE's wildcards in a name only widen the match; the exact rule is applied after.
         pattern = f"source_path = {_quote(name)} OR source_path LIKE {_quote('%/' + name)} OR " \
                   f"source_path LIKE {_quote('%/' + name + '.%')} OR source_path LIKE {_quote(name + '.%')}"

@@ -109,15 +109,17 @@ def test_keys_are_stable_across_processes(precomputed):
 
 
 # The keys the default config and describer=vlm had before the lifecycle and derived key parameters
-# (commit 4e33e54): a refactor that changes a key makes every store compute everything again. The
-# summary's changed on purpose once since (its chunk budget now comes from the LLM's profile).
+# (commit 4e33e54): a refactor that changes a key makes every store compute everything again. Changed on
+# purpose since: the summary's (its chunk budget now comes from the LLM's profile), then the segments'
+# and what reads them (segments v2: a video's duration is the longest of its streams', so a VFR file's
+# last frames lie in a segment).
 KEYS_OF_4E33E54 = {
-    (): {"frames": "frames-dc1e41992fc2", "segments": "segments-f53c523ddbce",
-         "frame_embeddings": "frame_embeddings-6660753c9dcd", "segment_captions": "segment_captions-dcf745816c8f",
+    (): {"frames": "frames-dc1e41992fc2", "segments": "segments-cce832b73a41",
+         "frame_embeddings": "frame_embeddings-6660753c9dcd", "segment_captions": "segment_captions-2f938c2fbf85",
          "frame_captions": "frame_captions-c7c79f3b38d9", "transcript": "transcript-228cf199eef8",
-         "summary": "summary-4fad8fa45f7a"},
-    ("describer=vlm", "llm=openai"): {"segment_captions": "segment_captions-1eb5993b5758",
-                                      "frame_captions": "frame_captions-98e4876848eb", "summary": "summary-d8567b455590"},
+         "summary": "summary-fc5dbea20d7d"},
+    ("describer=vlm", "llm=openai"): {"segment_captions": "segment_captions-9497b08423f8",
+                                      "frame_captions": "frame_captions-98e4876848eb", "summary": "summary-63bd927d8091"},
 }
 
 
@@ -147,11 +149,16 @@ def test_show_prints_a_videos_artifacts(precomputed, sample_dir):
 
 
 @pytest.mark.parametrize("command,override,message", [
-    ("precompute", "stages.segments.seconds=-5", "stages.segments.seconds must be > 0, got -5"),
+    ("precompute", "stages.segments.seconds=-5", "stages.segments.seconds must be > 0 seconds, got -5.0"),
     ("precompute", "stages.frames.fps=-1", "stages.frames.fps must be in 0.001..240 frames per second, got -1"),
     ("precompute", "stages.frames.fps=1e-9", "stages.frames.fps must be in 0.001..240 frames per second, got 1e-09"),
     # A NaN passes every comparison: it once stored one frame per video and marked each complete.
     ("precompute", "stages.frames.fps=nan", "stages.frames.fps must be a finite number, got nan"),
+    # Once every video failed on it ("cannot convert float NaN to integer", "ffmpeg timed out after nan s").
+    ("precompute", "stages.segments.seconds=nan", "stages.segments.seconds must be a finite number, got nan"),
+    ("precompute", "stages.frames.timeout_s=-5", "stages.frames.timeout_s must be > 0 seconds, got -5.0"),
+    # A key no class takes: once a 5-line TypeError from Hydra, exit 1.
+    ("precompute", "+stages.frames.nosuchkey=1", "stages.frames.nosuchkey: DecodeFrames has no setting 'nosuchkey'"),
     ("answer", "llm.client.timeout_s=inf", "llm.client.timeout_s must be a finite number, got inf"),
     ("answer", "method=nosuchmethod", "Could not find 'method/nosuchmethod'"),
     ("precompute", "stages.frames.fps=fast",
@@ -236,21 +243,22 @@ def test_a_missing_mandatory_setting_is_named(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-def test_progress_in_a_pipe_is_a_line_every_few_seconds_and_one_at_the_end():
+def test_progress_in_a_pipe_is_a_line_every_few_seconds_whatever_finishes_and_one_at_the_end():
     import io
 
     from vidprep.pipeline.progress import Progress
 
     out = io.StringIO()
-    with Progress("videos", 4, stream=out, every_s=0.2) as progress:
-        progress.advance(1)
-        time.sleep(0.25)
+    # A resumed run: 2 of 6 were done before; nothing finishes for a while, then two do.
+    with Progress("questions", 6, stream=out, every_s=0.2, done=2, detail=lambda: "oldest: q7, step 3") as progress:
+        time.sleep(0.5)
         progress.advance(1, 1)
         progress.advance(1)
     lines = out.getvalue().splitlines()
-    assert len(lines) == 2, lines
-    assert lines[0].startswith("videos: 2/4 done, 1 failed, ") and lines[0].endswith(" s left")
-    assert lines[1].startswith("videos: 3/4 done, 1 failed, ")
+    assert len(lines) >= 3, lines
+    assert lines[0] == "questions: 2/6 done, 0 failed, 0.00/s, time left unknown; oldest: q7, step 3"
+    assert lines[1] == lines[0]
+    assert lines[-1].startswith("questions: 4/6 done, 1 failed, ") and lines[-1].endswith(" s left")
 
 
 @pytest.mark.parametrize("command", [["evaluate"], ["export", "--run", "x"], ["show", "a"]])

@@ -1,24 +1,31 @@
 """The shipped YAML holds only what differs from the code: each object it builds names its class as its
 schema (`/schema@PACKAGE: module.Class`), and no value repeats that class's default."""
 
+import copy
+import inspect
+import math
 import re
+import typing
 
 import pytest
 from hydra.utils import get_object
-from hydra_zen import builds
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ValidationError
 
-from vidprep.jobs.config import CONF_DIR, config_groups, load_config
+from vidprep.conf.checks import ConfigError, Range
+from vidprep.conf.schemas import GROUPS
+from vidprep.jobs.config import CONF_DIR, check_settings, config_groups, load_config, settings_nodes
 
 OPTIONS = [(group, option) for group, options in config_groups().items() for option in options]
 
 
-def _schemas(path) -> list[tuple[str, str]]:
-    """(node path in the file, class) of each `/schema@...` entry of a YAML file's defaults list."""
+def _schemas(path) -> list[tuple[str, str, str]]:
+    """(node path in the file, group, class) of each `/schema@...` or `/settings@...` entry of a YAML
+    file's defaults list."""
     entries = OmegaConf.to_container(OmegaConf.load(path)).get("defaults", [])
-    named = [(key.split("@", 1)[1], target) for entry in entries if isinstance(entry, dict)
-             for key, target in entry.items() if key.startswith("/schema@")]
-    return [("" if where == "_here_" else where, target) for where, target in named]
+    named = [(*reversed(key[1:].split("@", 1)), target) for entry in entries if isinstance(entry, dict)
+             for key, target in entry.items() if key.split("@")[0][1:] in GROUPS]
+    return [("" if where == "_here_" else where, group, target) for where, group, target in named]
 
 
 @pytest.mark.parametrize("group,option", OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
@@ -26,8 +33,8 @@ def test_each_option_sets_only_what_differs_from_its_classes_defaults(group, opt
     path = CONF_DIR / group / f"{option}.yaml"
     raw = OmegaConf.load(path)
     assert "_target_" not in path.read_text(), f"{path}: name the class in the defaults list as /schema@..."
-    for where, target in _schemas(path):
-        defaults = OmegaConf.to_container(OmegaConf.structured(builds(get_object(target), populate_full_signature=True)))
+    for where, kind, target in _schemas(path):
+        defaults = OmegaConf.to_container(OmegaConf.structured(GROUPS[kind](get_object(target))))
         node = OmegaConf.select(raw, where) if where else raw
         given = OmegaConf.to_container(node, resolve=False) if node is not None else {}
         for key, value in given.items():
@@ -49,28 +56,66 @@ def test_a_setting_the_yaml_leaves_out_is_overridden_as_any_other_and_typed():
     assert cfg.stages.frames._target_ == "vidprep.stages.decode.DecodeFrames"
 
 
-def _float_settings() -> list[tuple[str, str]]:
-    """(method option, dotted key) of every float setting, once per key."""
-    from vidprep.evaluation.tracking import flatten
+# One composition per option of each group: every class a shipped config builds, every section.
+COMPOSITIONS = [[]] + [{"experiment": [f"+experiment={option}"], "profile": [f"profile@llm.client.profile={option}"],
+                        "oracle_modules": ["method=caviar_agent", f"+oracle_modules={option}"]}.get(group, [f"{group}={option}"])
+                       for group, option in OPTIONS]
 
+
+def _numeric_settings() -> dict[str, tuple[DictConfig, object]]:
+    """Each numeric setting of the shipped configs (dotted key): a composed config that has it, and the
+    Range its class declares (None: none declared)."""
     found = {}
-    for method in config_groups()["method"]:
-        composed = OmegaConf.to_container(load_config([f"method={method}"]), resolve=False)
-        for key, value in flatten(composed).items():
-            if isinstance(value, float):
-                found.setdefault(key, method)
-    return sorted((method, key) for key, method in found.items())
+    for overrides in COMPOSITIONS:
+        cfg = load_config(overrides)
+        for where, node, target in settings_nodes(cfg, ""):
+            hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target, include_extras=True)
+            for key in node:
+                value = None if OmegaConf.is_missing(node, key) or isinstance(node._get_node(key), DictConfig) \
+                    else node._get_node(key)._value()
+                if isinstance(value, (int, float)) and not isinstance(value, bool) or \
+                        typing.get_origin(hints.get(key)) is typing.Annotated:
+                    declared = [m for m in getattr(hints.get(key), "__metadata__", ()) if isinstance(m, Range)]
+                    found.setdefault(f"{where}.{key}", (cfg, declared[0] if declared else None))
+    return found
+
+
+def test_every_numeric_setting_declares_its_range_and_is_held_to_it():
+    """NaN, the infinities, -1 and 0 for every numeric setting of every shipped config: each is refused
+    with one line naming the setting unless its declared range takes it."""
+    settings = _numeric_settings()
+    assert len(settings) >= 60 and {"stages.frames.fps", "answer.workers", "ray.group_seconds", "llm.server.port",
+                                    "store.ann_min_rows", "llm.client.profile.context_tokens"} <= set(settings)
+    undeclared = sorted(key for key, (_, declared) in settings.items() if declared is None)
+    assert not undeclared, f"numeric settings without a declared Range: {undeclared}"
+    for key, (composed, declared) in settings.items():
+        for value in (math.nan, math.inf, -math.inf, -1, 0):
+            cfg = copy.deepcopy(composed)
+            takes = math.isfinite(value) and (value > declared.low or value == declared.low and not declared.above) \
+                and (declared.high is None or value <= declared.high)
+            try:
+                OmegaConf.update(cfg, key, value, force_add=True)
+                check_settings(cfg)
+            except ValidationError as refused:  # an int setting's type refuses a NaN, as composing does
+                assert not takes and key in str(refused), (key, value, refused)
+            except ConfigError as refused:
+                assert not takes, (key, value, refused)
+                assert str(refused).startswith(key) and "\n" not in str(refused), (key, value, refused)
+            else:
+                assert takes, f"{key}={value} was taken"
+
+
+def test_a_key_no_class_takes_is_refused_by_the_same_rule():
+    for key, owner in (("stages.frames.nosuchkey", "DecodeFrames"), ("answer.nosuchkey", "AnswerSettings"),
+                       ("method.nosuchkey", "VideoAgent2"), ("llm.client.profile.nosuchkey", "ModelProfile")):
+        with pytest.raises(ConfigError, match=rf"^{re.escape(key)}: {owner} has no setting 'nosuchkey'"):
+            load_config([f"+{key}=1"])
 
 
 def test_no_setting_takes_nan_or_an_infinity():
-    from vidprep.conf.checks import ConfigError
-
-    settings = _float_settings()
-    assert len(settings) >= 15 and "stages.frames.fps" in {key for _, key in settings}
-    for method, key in settings:
-        with pytest.raises(ConfigError, match=rf"^{re.escape(key)} must be a finite number, got nan$"):
-            load_config([f"method={method}", f"{key}=nan"])
-    # One check for every value: infinities as NaN.
+    # Untyped places too (a price of one's own): a NaN passes every comparison, so it is refused anywhere.
+    with pytest.raises(ConfigError, match=r"^prices.m.input must be a finite number, got nan$"):
+        load_config(["+prices.m={input:nan,output:1}"])
     for value in ("inf", "-inf"):
         with pytest.raises(ConfigError, match=rf"^llm.client.timeout_s must be a finite number, got {value}$"):
             load_config([f"llm.client.timeout_s={value}"])

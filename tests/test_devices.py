@@ -93,5 +93,6 @@ def test_cuda_asked_of_a_local_ray_without_gpus_fails_before_the_run(tmp_path, r
     cpu_cfg = config_for(tmp_path, tmp_path, *ALL_ON_CPU, "ray.address=auto", "+resources.transcript.gpus=0.5")
     assert stage_resources(cpu_cfg, build_plan(cpu_cfg.stages))["transcript"].gpus == 0.5
     bad = config_for(tmp_path, tmp_path, "+resources.transcript.num_gpus=0.5")
-    with pytest.raises(ConfigError, match="resources.transcript.num_gpus is not a resource; one of cpus, custom"):
+    with pytest.raises(ConfigError, match="resources.transcript.num_gpus: Resources has no setting 'num_gpus' "
+                                          r"\(its settings: cpus, gpus, gpu_memory_gb, pool_size, custom\)"):
         stage_resources(bad, build_plan(bad.stages))

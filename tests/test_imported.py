@@ -158,7 +158,9 @@ def test_agents_answer_nextqa_from_captions_and_score_per_type(imported, fitting
 
 def test_the_exported_result_file_scores_in_nextqas_script_as_evaluate_scores_the_run(imported, tmp_path):
     cfg, store, _, rows = imported
-    summary = answer(nextqa_config(cfg.store.uri, cfg.dataset.root, "method=llovi", "answer.per_type=1"))
+    # A held-out split under a name of its own: the export follows the run's loader (NExT-QA's), not its name.
+    summary = answer(nextqa_config(cfg.store.uri, cfg.dataset.root, "method=llovi", "answer.per_type=1",
+                                   "dataset.name=nextqa_heldout"))
     written, incomplete = export_run(store, summary.run_key, tmp_path)
     # One question of each type of the dataset's: the file's name and a line say the run is incomplete.
     total = int(re.match(rf"incomplete: {summary.questions} of the dataset's (\d+) questions have an answer",
@@ -173,6 +175,25 @@ def test_the_exported_result_file_scores_in_nextqas_script_as_evaluate_scores_th
                                       **{f[0].upper(): v * 100 for f, v in entry["per_category"].items()},
                                       "all": entry["score"] * 100})
 
+
+
+def test_the_report_shows_nextqas_families_as_evaluate_scores_them(imported, tmp_path):
+    from html import unescape
+
+    from vidprep.evaluation.benchmarks import run_benchmark
+    from vidprep.evaluation.report import ReportWriter
+    from vidprep.evaluation.scoring import format_categories
+
+    cfg, store, _, _ = imported
+    key = answer(nextqa_config(cfg.store.uri, cfg.dataset.root, "method=llovi", "answer.per_type=1",
+                               "dataset.name=nextqa_heldout")).run_key
+    entry = report(store.predictions([key]), benchmark=run_benchmark(store.answer_runs()[key]))["tasks"]["mcq"]
+    # What papers report: causal, temporal and descriptive accuracy.
+    assert set(entry["per_category"]) == {"causal", "temporal", "descriptive"}
+    page = unescape(ReportWriter(store, tmp_path).write([key]).read_text())
+    assert f'<td class="categories">{format_categories(entry)}</td>' in page
+    for family in ("causal", "temporal", "descriptive"):
+        assert f'<th class="category">{family}</th>' in page
 
 def test_a_corrected_annotation_is_answered_and_scored_anew(imported, tmp_path):
     cfg, store, _, rows = imported

@@ -306,38 +306,6 @@ def test_two_commands_started_at_once_share_one_embedded_llm_server(tmp_path):
             os.kill(pid, signal.SIGTERM)
 
 
-def test_a_busy_server_is_waited_for_not_started_again(tmp_path):
-    """A server that listens but answers its health check late (busy with a long completion)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from vidprep.jobs.config import load_config
-    from vidprep.jobs.serve_llm import ensure_local_llm
-
-    asked = []
-
-    class Busy(BaseHTTPRequestHandler):
-        def do_GET(self):
-            asked.append(self.path)
-            if len(asked) < 3:
-                time.sleep(3)  # beyond the 2 s health check
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b'{"data": []}')
-
-        def log_message(self, *args):
-            pass
-
-    busy = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
-    threading.Thread(target=busy.serve_forever, daemon=True).start()
-    try:
-        cfg = load_config([f"llm.server.port={busy.server_address[1]}"])
-        assert ensure_local_llm(cfg.llm, tmp_path / "server.log") is None
-        assert len(asked) >= 3 and not (tmp_path / "server.log").exists()
-    finally:
-        busy.shutdown()
-
-
 def test_caption_stages_keep_the_endpoints_requests_in_flight_and_store_what_one_at_a_time_stores(
         tmp_path, sample_dir, ray_session):
     import hashlib
@@ -387,29 +355,54 @@ def test_two_processes_on_one_endpoint_share_its_limit():
     assert endpoint.served == 16 and endpoint.peak == 4
 
 
-def test_a_busy_server_is_waited_for_and_a_dead_one_is_not(tmp_path):
+# Another command's answer run: long completions back to back from two threads, so the server (one
+# request at a time) always has one under way and one waiting.
+HOLD_BUSY = """
+import sys, threading, openai
+client = openai.OpenAI(base_url=sys.argv[1], api_key="x", max_retries=0, timeout=600)
+def hold():
+    while True:
+        client.chat.completions.create(model=sys.argv[2], max_tokens=300, temperature=1.0, messages=[
+            {"role": "user", "content": "Count from 1 to 500, one number per line."}])
+threads = [threading.Thread(target=hold, daemon=True) for _ in range(2)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+"""
+
+
+def test_a_server_held_busy_by_another_process_is_waited_for_and_a_dead_one_is_not(local_llm, tmp_path, caplog):
     import socket
 
+    from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
     from vidprep.conf.checks import EndpointUnreachable
-    from vidprep.jobs.serve_llm import _wait_until_serving
+    from vidprep.jobs.serve_llm import _wait_until_serving, ensure_local_llm
 
-    # A server that takes connections and answers nothing yet, as llama.cpp's does while it runs another
-    # command's long completions (its one slot taken).
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen(16)
-        port = busy.getsockname()[1]
-        LLMClient(f"http://127.0.0.1:{port}/v1", SCRIPTED_PROFILE).check(timeout_s=0.5)
+    client = instantiate(local_llm.client, cache=False)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_BUSY, client.base_url, client.model])
+    try:
+        time.sleep(2)
+        # Neither restarted nor waited for until a deadline: it listens, so it is up.
         started = time.monotonic()
-        _wait_until_serving(OmegaConf.create({"host": "127.0.0.1", "port": port, "startup_timeout_s": 1}), None,
-                            tmp_path / "llm-server.log")
-        assert time.monotonic() - started < 10
-    # Nothing listens any more: a dead endpoint stops the run at once, and a message names no log that
-    # does not exist.
+        assert ensure_local_llm(local_llm, tmp_path / "llm-server.log") is None
+        assert time.monotonic() - started < 5
+        with caplog.at_level("WARNING"):
+            client.check(timeout_s=0.5)
+        assert "did not answer within 0 s: busy" in caplog.text, "the server was not busy: the test tests nothing"
+        # This command's request waits its turn behind the other's, and is answered.
+        assert client.complete([{"role": "user", "content": "Say hello."}], max_tokens=5)
+    finally:
+        holder.kill()
+        holder.wait()
+    # A server this command started that exits: stopped at once, and the message names no log that does
+    # not exist.
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
     with pytest.raises(EndpointUnreachable, match=f"the LLM endpoint http://127.0.0.1:{port}/v1 does not answer"):
         LLMClient(f"http://127.0.0.1:{port}/v1", SCRIPTED_PROFILE).check(timeout_s=0.5)
-    with pytest.raises(EndpointUnreachable, match=r"did not answer on 127.0.0.1:\d+ within 1 s$"):
-        _wait_until_serving(OmegaConf.create({"host": "127.0.0.1", "port": port, "startup_timeout_s": 1}), None,
+    exited = subprocess.Popen([sys.executable, "-c", "pass"])
+    with pytest.raises(EndpointUnreachable, match=rf"did not answer on 127.0.0.1:{port} within 30 s$"):
+        _wait_until_serving(OmegaConf.create({"host": "127.0.0.1", "port": port, "startup_timeout_s": 30}), exited,
                             tmp_path / "llm-server.log")

@@ -72,6 +72,20 @@ def test_second_run_skips_all_work(precomputed):
     assert after == before
 
 
+def test_a_video_keeps_every_name_manifests_gave_it(precomputed, sample_dir, tmp_path):
+    cfg, store, _ = precomputed
+    scenes = content_id(sample_dir / "scenes.mp4")
+    # One folder gave the same content two names; a second manifest gives the known file a third.
+    assert store.names(scenes) == ["scenes", "scenes_copy"]
+    manifest = tmp_path / "renamed.csv"
+    manifest.write_text(f"id,path\nclip-7,{sample_dir / 'scenes.mp4'}\n")
+    again = precompute(config_for(cfg.store.uri, manifest))
+    assert (again.done, again.failed, again.frames) == (0, 0, 0)
+    assert store.names(scenes) == ["clip-7", "scenes", "scenes_copy"]
+    for name in ("clip-7", "scenes", "scenes_copy"):
+        assert store.video_ids_named(name) == {scenes}
+
+
 def test_model_stage_pools_leave_a_small_local_ray_to_the_tasks_and_asked_cpus_are_fitted(tmp_path, ray_session):
     # The session's Ray has 2 CPUs; the CPU-holding model stages ask for 1 each on a cluster.
     cfg = config_for(tmp_path, tmp_path)
@@ -167,8 +181,6 @@ def test_videos_are_grouped_by_duration_yet_every_cpu_gets_two_groups():
     assert [len(g) for g in video_groups([{"duration": 3.0}] * 100, 120, 2)] == [25] * 4
     assert [len(g) for g in video_groups([{"duration": 30.0}] * 4, 120, 2)] == [1] * 4
     assert [len(g) for g in video_groups([{"duration": d} for d in (3.0, 600.0, 3.0)], 120, 2)] == [1, 1, 1]
-    with pytest.raises(ConfigError, match="ray.group_seconds"):
-        video_groups([{"duration": 3.0}], -1, 2)
 
 
 class _SpoiledFrames(DecodeFrames):

@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> None:
                      [int(s) for s in args.vectors.split(",")], [int(s) for s in args.rows.split(",")], args.clips)
     figures: list[Figure] = []
     chosen = [group for group in GROUPS if group in only]
-    # A line per group done: the commands a group runs show their own bars.
-    with Progress("figure groups", len(chosen), bar=False, every_s=0) as progress:
+    # Lines, not a bar: the commands a group runs show their own bars; each group's figures print when done.
+    with Progress("figure groups", len(chosen), bar=False, every_s=60) as progress:
         for group in chosen:
             new = importlib.import_module(f"{__name__}.{group}").figures(bench)
             figures.extend(new)

@@ -58,7 +58,7 @@ class _Killer:
 
 @dataclasses.dataclass
 class DecodeReport:
-    """How an ffmpeg decode ended: its exit status and the errors it logged (the first ones, in order)."""
+    """How an ffmpeg decode ended: its exit status and the distinct errors it logged (up to MAX_ERRORS)."""
 
     returncode: int
     errors: list[str]
@@ -67,14 +67,16 @@ class DecodeReport:
 
     @property
     def reason(self) -> str:
-        return " | ".join(self.errors[:3]) or f"ffmpeg exited with status {self.returncode}"
+        # Sorted, not as logged: the demuxer and the decoder's threads log in an order that varies from
+        # run to run, and the stored report must not.
+        return " | ".join(sorted(self.errors)[:3]) or f"ffmpeg exited with status {self.returncode}"
 
 
 # `-loglevel level+info` tags every line with its level; showinfo logs one `n: ... pts_time:T` line per frame.
 _LEVEL = re.compile(r"\[(error|fatal|panic)\] (.*)")
 _PTS_TIME = re.compile(r"\] \[info\] n:\s*\d+\s+pts:\s*-?\d+\s+pts_time:(\S+)")
 _ADDRESS = re.compile(r" @ 0x[0-9a-f]+")
-MAX_ERRORS = 20
+MAX_ERRORS = 200
 
 
 def stream_frames(args: list[str], timeout_s: float,

@@ -27,8 +27,9 @@ _child: subprocess.Popen | None = None
 
 def probe(path: str, timeout_s: float) -> dict:
     """The file's first (non cover-art) video stream, its container duration and whether it has audio:
-    {"video": {duration, avg_rate, base_rate, width, height, rotation, codec, color_space, color_range}
-    or None, "format_duration", "has_audio"}. Durations are None where the file states none."""
+    {"video": {duration, end, avg_rate, base_rate, width, height, rotation, codec, color_space, color_range}
+    or None, "audio_duration" (its longest audio stream's), "format_duration", "has_audio"}. Durations are
+    None where the file states none."""
     global _child
     with _lock:
         if _child is None or _child.poll() is not None:
@@ -82,8 +83,28 @@ def _facts(path: str) -> dict:
                      "color_space": COLOR_SPACES[context.colorspace] if context.colorspace < len(COLOR_SPACES)
                      else "unknown",
                      "color_range": COLOR_RANGES[context.color_range]}
-        return {"video": facts, "format_duration": container.duration / av.time_base if container.duration else None,
+            facts["end"] = _stream_end(container, video)
+        audio = [_seconds(s.duration, s.time_base) for s in streams.audio]
+        return {"video": facts, "audio_duration": max(filter(None, audio), default=None),
+                "format_duration": container.duration / av.time_base if container.duration else None,
                 "has_audio": bool(streams.audio)}
+
+
+def _stream_end(container, video) -> float | None:
+    """Where the stream's last frame ends, from the file's start: read from its last keyframe on, as a
+    VFR stream's header may say less than its packets (5.4 s where the last frame shows at 5.7 s)."""
+    import av
+
+    try:
+        container.seek(2**62, stream=video, backward=True)
+        last = max((packet for packet in container.demux(video) if packet.pts is not None), key=lambda p: p.pts,
+                   default=None)
+    except (av.error.FFmpegError, OverflowError):
+        return None
+    if last is None:
+        return None
+    # The last frame shown ends one frame's duration after it starts.
+    return float((last.pts + (last.duration or 0)) * video.time_base) - (container.start_time or 0) / av.time_base
 
 
 def _serve() -> None:

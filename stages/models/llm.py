@@ -16,6 +16,7 @@ import logging
 import os
 import random
 import threading
+from typing import Annotated
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,7 +24,7 @@ import jsonschema
 import openai
 import tenacity
 
-from vidprep.conf.checks import EndpointUnreachable, ModelRefused, check_range
+from vidprep.conf.checks import EndpointUnreachable, ModelRefused, Range, check_range
 from vidprep.stages.context import Component, Usage, WorkerContext, count_in_scopes
 from vidprep.stages.models.endpoint_slots import endpoint_slots
 from vidprep.stages.models.profiles import ModelProfile
@@ -121,15 +122,17 @@ class LLMClient(Component):
     wins."""
 
     def __init__(self, base_url: str, profile: ModelProfile, model: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.0, max_tokens: int = 512,
-                 timeout_s: float = 60.0, max_retries: int = 5, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
-                 concurrency: int = 4, cache: bool = True, seed: int | None = 0):
-        for setting, value, low, high in (("temperature", temperature, 0, 2),
-                                          ("max_tokens", max_tokens, 1, profile.max_output_tokens),
-                                          ("timeout_s", timeout_s, 0.1, None), ("max_retries", max_retries, 0, 100),
-                                          ("backoff_s", backoff_s, 0, None), ("max_backoff_s", max_backoff_s, backoff_s, None),
-                                          ("concurrency", concurrency, 1, None)):
-            check_range(f"llm.client.{setting}", value, low, high)
+                 api_key_env: str = "OPENAI_API_KEY", temperature: Annotated[float, Range(0, 2)] = 0.0,
+                 max_tokens: Annotated[int, Range(1, unit="tokens")] = 512,
+                 timeout_s: Annotated[float, Range(0.1, unit="seconds")] = 60.0,
+                 max_retries: Annotated[int, Range(0, 100)] = 5,
+                 backoff_s: Annotated[float, Range(0, unit="seconds")] = 1.0,
+                 max_backoff_s: Annotated[float, Range(0, unit="seconds")] = 30.0,
+                 concurrency: Annotated[int, Range(1, unit="requests")] = 4, cache: bool = True,
+                 seed: Annotated[int | None, Range(0)] = 0):
+        # Bounds that depend on another setting; each setting's own range is declared with its type.
+        check_range("llm.client.max_tokens", max_tokens, 1, profile.max_output_tokens, "tokens (the profile's max_output_tokens)")
+        check_range("llm.client.max_backoff_s", max_backoff_s, backoff_s, unit="seconds (backoff_s)")
         self.base_url, self.profile = base_url, profile
         # The endpoint's name for the model: the profile's unless the server serves it by another.
         self.model = model or profile.model

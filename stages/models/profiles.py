@@ -6,10 +6,11 @@ frames may be sent, and the prices what `evaluate` charges per question.
 """
 
 from pathlib import Path
+from typing import Annotated
 
 from omegaconf import OmegaConf
 
-from vidprep.conf.checks import ConfigError, check_range
+from vidprep.conf.checks import ConfigError, Range
 
 PROFILES = Path(__file__).resolve().parents[2] / "conf" / "profile"
 
@@ -31,18 +32,15 @@ class ModelProfile:
     free string of a schema, for a small grammar-constrained model that would otherwise ramble past its
     reply's tokens (null: none)."""
 
-    def __init__(self, model: str, context_tokens: int, max_output_tokens: int,
-                 structured_output: str = "json_schema", max_images: int = 0, usd_per_million_input: float = 0.0,
-                 usd_per_million_output: float = 0.0, chars_per_token: float = 4.0,
-                 max_string_chars: int | None = None):
+    def __init__(self, model: str, context_tokens: Annotated[int, Range(256, unit="tokens")],
+                 max_output_tokens: Annotated[int, Range(1, unit="tokens")], structured_output: str = "json_schema",
+                 max_images: Annotated[int, Range(0)] = 0, usd_per_million_input: Annotated[float, Range(0)] = 0.0,
+                 usd_per_million_output: Annotated[float, Range(0)] = 0.0,
+                 chars_per_token: Annotated[float, Range(1)] = 4.0,
+                 max_string_chars: Annotated[int | None, Range(1)] = None):
         if structured_output not in STRUCTURED_OUTPUT_MODES:
             raise ConfigError(f"profile {model}: structured_output must be one of {', '.join(STRUCTURED_OUTPUT_MODES)}, "
                               f"got {structured_output!r}")
-        for setting, value, low in (("context_tokens", context_tokens, 256), ("max_output_tokens", max_output_tokens, 1),
-                                    ("max_images", max_images, 0), ("usd_per_million_input", usd_per_million_input, 0),
-                                    ("usd_per_million_output", usd_per_million_output, 0),
-                                    ("chars_per_token", chars_per_token, 1), ("max_string_chars", max_string_chars or 1, 1)):
-            check_range(f"profile {model}: {setting}", value, low)
         self.model, self.context_tokens, self.max_output_tokens = model, context_tokens, max_output_tokens
         self.structured_output, self.max_images = structured_output, max_images
         self.usd_per_million_input, self.usd_per_million_output = usd_per_million_input, usd_per_million_output
