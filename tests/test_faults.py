@@ -202,7 +202,7 @@ def test_questions_are_answered_at_the_endpoints_concurrency_as_one_at_a_time_an
 
 
 def test_a_piped_answer_run_says_every_10_s_what_its_slow_question_is_doing(precomputed, sample_dir, mcq_questions):
-    """A question whose one call takes 25 s: in a pipe, a progress line comes every 10 s meanwhile, naming
+    """A question whose one call takes 30 s: in a pipe, a progress line comes every 10 s meanwhile, naming
     the question under way (once a line came only when a question finished: TraveLER was silent for 28
     minutes)."""
     import threading
@@ -210,7 +210,7 @@ def test_a_piped_answer_run_says_every_10_s_what_its_slow_question_is_doing(prec
     questions, _ = mcq_questions
     first = json.loads(questions.read_text().splitlines()[0])["qid"]
     cfg, _, _ = precomputed
-    slow = ScriptedEndpoint(default='{"answer": 1}', latency_s=25)
+    slow = ScriptedEndpoint(reply=fitting_reply, latency_s=30)
     overrides = [f"store.uri={cfg.store.uri}", "dataset=folder", f"dataset.manifest={sample_dir}", "method=llovi",
                  f"dataset.questions.path={questions}", f"+dataset.questions.video_dir={sample_dir}", "answer.limit=1",
                  "llm=openai", f"llm.client.base_url={slow.base_url}", "llm.client.model=scripted-slow",
@@ -219,7 +219,7 @@ def test_a_piped_answer_run_says_every_10_s_what_its_slow_question_is_doing(prec
     run = subprocess.Popen([sys.executable, "-m", "vidprep.jobs.cli", "answer", *overrides], text=True,
                            env=dict(os.environ, VIDPREP_TEST_KEY=SECRET), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     heard: list[tuple[float, str]] = []
-    reader = threading.Thread(target=lambda: heard.extend((time.monotonic(), line) for line in run.stderr))
+    reader = threading.Thread(target=lambda: heard.extend((time.monotonic(), line.rstrip("\n")) for line in run.stderr))
     reader.start()
     try:
         assert run.wait(timeout=300) == 0, run.stdout.read()[-2000:]
@@ -227,10 +227,10 @@ def test_a_piped_answer_run_says_every_10_s_what_its_slow_question_is_doing(prec
         slow.close()
     reader.join()
     beats = [(at, line) for at, line in heard if line.startswith("questions: 0/1 done")]
-    assert len(beats) >= 2, [line for _, line in heard]
-    for at, line in beats:
-        assert f"1 under way, the oldest ({first}) for " in line and "LLM calls so far: 0" in line, line
     assert all(9 <= later - earlier <= 12 for (earlier, _), (later, _) in zip(beats, beats[1:])), beats
+    # The first may come before the worker (its models loading) has reported its question.
+    naming = [line for _, line in beats if f"1 under way, the oldest ({first}) for " in line]
+    assert len(naming) >= 2 and all(", at step " in line and line.endswith("LLM calls so far: 0") for line in naming), beats
 
 
 def test_a_killed_answer_run_is_marked_incomplete_with_the_command_that_completes_it(
