@@ -180,6 +180,8 @@ class Agent(Component):
     version = 1
     # Whether the method asks the vision backend about frames (its paper's results depend on a vision model).
     asks_visual_questions = False
+    # Whether it reads the stored captions (their describer is then part of how it runs).
+    reads_captions = True
 
     def __init__(self, llm: LLMClient, temperature: Annotated[float | None, Range(0, 2)] = None,
                  vision_question: VisionQuestion | None = None):

@@ -24,6 +24,8 @@ class DirectAnswer(Agent):
     JPEGs and ignores it)."""
 
     asks_visual_questions = True
+    # The frames themselves, or their descriptions: no caption.
+    reads_captions = False
 
     def __init__(self, llm, frames: Annotated[int, Range(1)] = 120, transcript: bool = False,
                  max_description_chars: Annotated[int | None, Range(100)] = None, prompt: str = "baselines/direct_v1.txt"):
@@ -61,6 +63,7 @@ class LLoVi(Agent):
 
 class RandomChoice(Agent):
     name = "random"
+    reads_captions = False
 
     def __init__(self, llm=None, seed: Annotated[int, Range(0)] = 0):
         super().__init__(llm)

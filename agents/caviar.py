@@ -178,6 +178,8 @@ class CAViAR(Agent):
 
     name = "caviar"
     asks_visual_questions = True
+    # Its modules look at frames and speech, not at stored captions.
+    reads_captions = False
     # 3: per-task strategies with the direct one, windowed modules, segment values, critic winners list.
     version = 3
 

@@ -66,9 +66,11 @@ def run_key(cfg: DictConfig, keys: dict[str, str]) -> str:
     return stage_key("answer", 1, params, keys)
 
 
-def resolve_videos(store, questions: list[Question], keys: dict[str, str], captions_only: bool) -> dict[str, str]:
+def resolve_videos(store, questions: list[Question], keys: dict[str, str], captions_only: bool,
+                   vlm_captions: bool = False) -> dict[str, str]:
     """Video file -> id for every question; ArtifactMissing naming the command that fills the store when
-    any is not there (`import-captions` for a captions-only dataset)."""
+    any is not there (`import-captions` for a captions-only dataset), and with `vlm_captions` (the config
+    names a vision-language captioner) how to answer from the offline describer's captions instead."""
     sources = store.sources(sorted({q.video for q in questions}))
     ids = {path: s["video_id"] for path, s in sources.items() if s["video_id"]}
     done = store.done_keys(set(ids.values()))
@@ -80,7 +82,9 @@ def resolve_videos(store, questions: list[Question], keys: dict[str, str], capti
         raise ArtifactMissing(
             f"{len(missing)} videos have no complete precomputed artifacts for this config in {store.uri}: "
             f"{shown}. Run `vidprep {command}` with the same dataset, stages and model settings (the LLM "
-            "included: the summaries are its output) first.")
+            "included: the summaries are its output) first." + (
+                " A store captioned by the offline describer is answered from with describer=shipped added (the "
+                "run is then marked unlike its paper)." if vlm_captions else ""))
     return ids
 
 
@@ -126,11 +130,11 @@ def under_way(board, results: list[dict]) -> str:
 
 class AnswerWorker:
     """One actor: builds the method, its LLM client, the vision backend and the text embedder once, and
-    sets them up with the actor's context. Every REPORT_S it tells `board` what its questions under way
-    are doing."""
+    sets them up with the actor's context. Every REPORT_S it tells `board` (a QuestionsUnderWay) what its
+    questions under way are doing."""
 
     def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str, embedder: dict | None,
-                 caption_frames: int | None, board, api_keys: dict | None = None):
+                 caption_frames: int | None, api_keys: dict | None = None, board=None):
         os.environ.update(api_keys or {})
         cfg = OmegaConf.create(cfg_yaml)
         self.context, self.keys, self.key = WorkerContext(settings.open()), keys, key
@@ -151,7 +155,8 @@ class AnswerWorker:
         # qid -> (when it started, its tools (their trace holds its steps), its calls per model so far).
         self.under_way: dict[str, tuple[float, object, dict]] = {}
         self.board, self.worker_id = board, uuid.uuid4().hex
-        threading.Thread(target=self._report, daemon=True).start()
+        if board is not None:  # None: a worker built on its own tells nobody
+            threading.Thread(target=self._report, daemon=True).start()
 
     def _report(self) -> None:
         while True:
@@ -286,10 +291,15 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
                         f"({cfg.vision._target_.rsplit('.', 1)[1]}): they are answered from what precompute "
                         "stored about them, so the method does not run as its paper does; use vision=vlm with a "
                         "vision-language endpoint")
+    plan = build_plan(cfg.stages)
+    describers = [getattr(plan.stages.get(name), "describer", None) for name in ("segment_captions", "frame_captions")]
+    if agent.reads_captions and any(d is not None and not d.writes_captions for d in describers):
+        warnings.append("its captions are ImageNet labels and text read off the frames (describer=shipped), not a "
+                        "vision-language model's as in the papers: precompute and answer with describer=vlm (as the "
+                        "paper experiments do)")
     # Before the first question, not after the last: a run that takes hours is not run blind.
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr, flush=True)
-    plan = build_plan(cfg.stages)
     settings = StoreSettings.from_config(cfg.store)
     store = settings.open()
     questions = instantiate(cfg.dataset.questions, _convert_="all")
@@ -298,7 +308,8 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
         questions = first_per_type(questions, cfg.answer.per_type)
     if cfg.answer.limit:
         questions = questions[: cfg.answer.limit]
-    ids = resolve_videos(store, questions, plan.keys, captions_only=plan.probe is None)
+    ids = resolve_videos(store, questions, plan.keys, captions_only=plan.probe is None,
+                         vlm_captions=any(d is not None and d.writes_captions for d in describers))
     check_clips(store, questions, ids)
     key = run_key(cfg, plan.keys)
     asked = {q.qid: json.dumps(q.to_dict()) for q in questions}

@@ -85,8 +85,11 @@ def test_every_method_gives_a_valid_answer_and_a_trace_for_every_question(answer
     summary = summaries[method]
     rows = store.scan("predictions", f"run_key = '{summary.run_key}'").to_pylist()
     assert (summary.questions, summary.answered, len(rows)) == (1 if method in TASK_OF else 7,) * 3
+    # The offline describer's labels: every method that reads captions says they are not a VLM's.
+    offline = [w for w in summary.warnings if "describer=shipped" in w]
+    assert bool(offline) == (method in ("videoagent2", "traveler", "llovi"))
     # vision=stored: a method that asks visual questions is told, loudly, that no vision model answers them.
-    assert bool(summary.warnings) == (method not in ("llovi", "random"))
+    assert bool(set(summary.warnings) - set(offline)) == (method not in ("llovi", "random"))
     assert all(line.startswith("warning: ") for line in summary.lines()[:len(summary.warnings)])
     if method == "caviar_single_program":
         # The tiny model's one program, run in the sandbox; whether it calls finish is the model's doing
@@ -289,8 +292,15 @@ print(json.dumps([row["llm_calls"], row["cache_hits"], sorted(m for m in watched
 
 def test_a_missing_artifact_names_the_precompute_command(precomputed, sample_dir):
     cfg = sample_config(precomputed, sample_dir, "llovi", "stages.segments.seconds=5")
-    with pytest.raises(ArtifactMissing, match="Run `vidprep precompute`"):
+    with pytest.raises(ArtifactMissing, match="Run `vidprep precompute`") as missing:
         answer(cfg)
+    assert "describer=shipped" not in str(missing.value)
+    # A paper experiment names a VLM captioner; the store holds the offline describer's captions: the error
+    # says how to answer from those (the run then says its captions are not a VLM's).
+    vlm = sample_config(precomputed, sample_dir, "llovi", "describer=vlm", "llm=openai",
+                        "profile@llm.client.profile=gpt-4o-mini")
+    with pytest.raises(ArtifactMissing, match=r"answered from with describer=shipped added \(the run is then marked"):
+        answer(vlm)
 
 
 @pytest.mark.skipif(not (SHARED_VIDEOS.parent / "nextqa-dev" / "val.csv").exists(), reason="no NExT-QA subset here")

@@ -201,67 +201,55 @@ def test_questions_are_answered_at_the_endpoints_concurrency_as_one_at_a_time_an
     assert store.table("predictions").stats()["fragment_stats"]["num_fragments"] <= 2
 
 
-def test_a_piped_answer_run_says_every_10_s_what_its_slow_question_is_doing(precomputed, sample_dir, mcq_questions):
-    """A question whose one call takes 30 s: in a pipe, a progress line comes every 10 s meanwhile, naming
-    the question under way (once a line came only when a question finished: TraveLER was silent for 28
-    minutes)."""
+def test_a_piped_answer_run_says_every_10_s_what_its_question_is_doing_and_once_killed_is_marked_incomplete(
+        precomputed, sample_dir, mcq_questions):
+    """A first question whose one call takes 30 s: in a pipe, a progress line comes every 10 s meanwhile,
+    naming it (once a line came only when a question finished: TraveLER was silent for 28 minutes). The
+    run is killed during the second: evaluate marks it incomplete with the command that completes it."""
     import threading
 
     questions, _ = mcq_questions
     first = json.loads(questions.read_text().splitlines()[0])["qid"]
     cfg, _, _ = precomputed
-    slow = ScriptedEndpoint(reply=fitting_reply, latency_s=30)
-    overrides = [f"store.uri={cfg.store.uri}", "dataset=folder", f"dataset.manifest={sample_dir}", "method=llovi",
-                 f"dataset.questions.path={questions}", f"+dataset.questions.video_dir={sample_dir}", "answer.limit=1",
-                 "llm=openai", f"llm.client.base_url={slow.base_url}", "llm.client.model=scripted-slow",
-                 "llm.client.timeout_s=60", "llm.client.api_key_env=VIDPREP_TEST_KEY", *WITHOUT_SUMMARY,
-                 "ray.progress_bars=false"]
-    run = subprocess.Popen([sys.executable, "-m", "vidprep.jobs.cli", "answer", *overrides], text=True,
-                           env=dict(os.environ, VIDPREP_TEST_KEY=SECRET), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    heard: list[tuple[float, str]] = []
-    reader = threading.Thread(target=lambda: heard.extend((time.monotonic(), line.rstrip("\n")) for line in run.stderr))
-    reader.start()
-    try:
-        assert run.wait(timeout=300) == 0, run.stdout.read()[-2000:]
-    finally:
-        slow.close()
-    reader.join()
-    beats = [(at, line) for at, line in heard if line.startswith("questions: 0/1 done")]
-    assert all(9 <= later - earlier <= 12 for (earlier, _), (later, _) in zip(beats, beats[1:])), beats
-    # The first may come before the worker (its models loading) has reported its question.
-    naming = [line for _, line in beats if f"1 under way, the oldest ({first}) for " in line]
-    assert len(naming) >= 2 and all(", at step " in line and line.endswith("LLM calls so far: 0") for line in naming), beats
-
-
-def test_a_killed_answer_run_is_marked_incomplete_with_the_command_that_completes_it(
-        precomputed, sample_dir, mcq_questions):
-    questions, _ = mcq_questions
-    cfg, _, _ = precomputed
     store = StoreSettings.from_config(cfg.store).open()
-    endpoint = ScriptedEndpoint(default='{"answer": 1}', latency_s=1.5)
+    endpoint = ScriptedEndpoint(reply=fitting_reply, latency_s=30)
     overrides = [f"store.uri={cfg.store.uri}", "dataset=folder", f"dataset.manifest={sample_dir}", "method=llovi",
                  f"dataset.questions.path={questions}", f"+dataset.questions.video_dir={sample_dir}", "answer.limit=3",
-                 "llm=openai", f"llm.client.base_url={endpoint.base_url}", "llm.client.model=scripted-killed",
-                 "llm.client.concurrency=1", "llm.client.api_key_env=VIDPREP_TEST_KEY", *WITHOUT_SUMMARY,
-                 "ray.progress_bars=false"]
+                 "llm=openai", f"llm.client.base_url={endpoint.base_url}", "llm.client.model=scripted-slow",
+                 "llm.client.concurrency=1", "llm.client.timeout_s=60", "llm.client.api_key_env=VIDPREP_TEST_KEY",
+                 *WITHOUT_SUMMARY, "ray.progress_bars=false"]
     env = dict(os.environ, VIDPREP_TEST_KEY=SECRET)
     cli = [sys.executable, "-m", "vidprep.jobs.cli"]
     try:
-        run = subprocess.Popen([*cli, "answer", *overrides], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline, key = time.monotonic() + 180, None
+        run = subprocess.Popen([*cli, "answer", *overrides], text=True, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+        heard: list[tuple[float, str]] = []
+        reader = threading.Thread(target=lambda: heard.extend((time.monotonic(), line.rstrip("\n"))
+                                                              for line in run.stderr))
+        reader.start()
+        deadline, key = time.monotonic() + 240, None
         # Killed once its first answer is stored (its start was recorded before it).
         while not (key and store.predictions([key])) and time.monotonic() < deadline and run.poll() is None:
             key = next((k for k, r in store.answer_runs().items()
-                        if r["settings"]["llm"]["client"]["model"] == "scripted-killed"), None)
+                        if r["settings"]["llm"]["client"]["model"] == "scripted-slow"), None)
             time.sleep(0.2)
         run.kill()
         run.wait()
+        reader.join()
+        beats = [(at, line) for at, line in heard if line.startswith("questions: 0/3 done")]
+        assert all(9 <= later - earlier <= 12 for (earlier, _), (later, _) in zip(beats, beats[1:])), beats
+        # The first may come before the worker (its models loading) has reported its question.
+        naming = [line for _, line in beats if f"1 under way, the oldest ({first}) for " in line]
+        assert len(naming) >= 2 and all(", at step " in line and line.endswith("LLM calls so far: 0")
+                                        for line in naming), beats
+
         evaluated = subprocess.run([*cli, "evaluate", "--run", key, f"store.uri={cfg.store.uri}"], env=env,
                                    capture_output=True, text=True, timeout=120)
         note = re.search(r"incomplete: 1 of the 3 questions asked have an answer \(0 failed or refused, 2 not asked "
                          r"yet\); complete it with `(vidprep answer [^`]+)`", evaluated.stdout)
         assert evaluated.returncode == 0 and note, evaluated.stdout + evaluated.stderr[-2000:]
         # The command given completes it; its progress counts the question stored before it.
+        endpoint.latency_s = 0.2
         completed = subprocess.run([*cli, *shlex.split(note.group(1))[1:]], env=env, capture_output=True, text=True,
                                    timeout=300)
         assert completed.returncode == 0, completed.stderr[-2000:]

@@ -24,6 +24,8 @@ class ShippedDescriber(Component):
 
     # Any number of frames per caption.
     max_frames = None
+    # Labels and text, not a sentence about the scene as the papers' vision-language captioners write.
+    writes_captions = False
 
     def __init__(self, classifier: str = "shipped", top_k: Annotated[int, Range(1)] = 3, read_text: bool = True,
                  min_text_confidence: Annotated[float, Range(0, 1)] = 0.8, device: str = "auto"):
@@ -64,6 +66,7 @@ class VisionLanguageDescriber(Component):
 
     # The model runs behind the endpoint, not in the stage's worker.
     device = None
+    writes_captions = True
 
     SCHEMA = {
         "type": "object",
