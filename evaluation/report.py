@@ -24,8 +24,9 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from vidprep.evaluation.benchmarks import run_benchmark
-from vidprep.evaluation.scoring import (METRIC, comparison, coverage, format_categories, format_pair, format_score,
-                                        format_usd, incomplete_note, not_an_answer, report, score)
+from vidprep.evaluation.scoring import (METRIC, NAMED_PROBLEMS, comparison, coverage, format_categories, format_pair,
+                                        format_score, format_usd, incomplete_note, not_an_answer, problem_lines,
+                                        report, score)
 from vidprep.evaluation.tracking import beyond_defaults
 from vidprep.store.artifacts import ARTIFACTS
 from vidprep.store.store import Store
@@ -205,7 +206,7 @@ class ReportWriter:
             runs.append({"method": method, "key": key, "dataset": recorded.get("dataset"), "benchmark": benchmark,
                          "result": result,
                          "warnings": recorded.get("warnings", []), "usd": format_usd(result["costs"]),
-                         "incomplete": incomplete_note(recorded, items),
+                         "incomplete": incomplete_note(recorded, items), "problems": problem_lines(items),
                          "settings": beyond_defaults(recorded["settings"], self.defaults)
                          if "settings" in recorded and self.defaults else None})
         return runs
@@ -314,7 +315,7 @@ class ReportWriter:
                    "tokens": run["result"]["costs"]["tokens_per_question"]}
                   for run in runs for task, entry in run["result"]["tasks"].items() if entry["score"] is not None]
         self._render("index.html", "index.html", runs=runs, comparison=self._comparison(runs, rows),
-                     metric=METRIC, cost_chart=cost_figure(points),
+                     metric=METRIC, cost_chart=cost_figure(points), named_problems=NAMED_PROBLEMS,
                      disagreements=len({item["row"]["qid"] for item in listing if item["disagree"]}))
         self._render("questions.html", "questions.html", listing=listing,
                      methods=sorted({r["method"] for r in rows}), types=sorted({r["qtype"] for r in rows}),

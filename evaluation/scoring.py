@@ -39,6 +39,16 @@ def not_an_answer(error: str) -> str:
     return "failed" if is_failure(error) else "refused" if is_refused(error) else "invalid"
 
 
+# Questions named one per line at the end of a run and in the report; the rest are counted.
+NAMED_PROBLEMS = 20
+
+
+def problem_lines(rows: list[dict]) -> list[str]:
+    """"QID: KIND: REASON" for each prediction that is not a valid answer, in the order given."""
+    return [f"{row['qid']}: {not_an_answer(row['error'])}: {' '.join(row['error'].split())[:300]}"
+            for row in rows if not row["valid"]]
+
+
 def is_unanswered(row: dict) -> bool:
     """No answer came back (failed or refused): the question is left out of scores, not scored wrong."""
     error = row.get("error") or ""

@@ -26,7 +26,7 @@ from vidprep.pipeline.runner import init_ray, pool_map
 from vidprep.store.settings import StoreSettings
 from vidprep.pipeline.progress import Progress
 from vidprep.evaluation.benchmarks import first_per_type
-from vidprep.evaluation.scoring import is_failure, is_refused, not_an_answer
+from vidprep.evaluation.scoring import NAMED_PROBLEMS, is_failure, is_refused, problem_lines
 from vidprep.evaluation.tracking import provenance, run_settings
 from vidprep.agents.base import Question
 from vidprep.stages.media.files import is_uri
@@ -246,20 +246,6 @@ class AnswerSummary:
                 f"LLM calls: {self.llm_calls} ({self.cached_calls} from the reply cache); "
                 f"wall time {self.wall_seconds:.1f} s", *named,
                 f"scores: vidprep evaluate --run {self.run_key}"]
-
-
-# Questions named one per line at the end of a run; the rest are counted.
-NAMED_PROBLEMS = 20
-
-
-def problem_lines(results: list[dict]) -> list[str]:
-    """"QID: KIND: REASON" for each answer that is not a valid one, in the order they came."""
-    lines = []
-    for result in results:
-        if not result["valid"]:
-            reason = " ".join(result["error"].split())
-            lines.append(f"{result['qid']}: {not_an_answer(result['error'])}: {reason[:300]}")
-    return lines
 
 
 def settled(stored: dict, asked_json: str | None, retry_refused: bool) -> bool:

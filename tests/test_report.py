@@ -202,3 +202,16 @@ def test_a_span_after_the_video_is_marked_invalid_and_not_drawn(tmp_path, report
     assert '<span class="outcome invalid">invalid</span>' in dom and "is not a range inside the video" in dom
     _, bars = _axis_and_bars(dom)
     assert len(bars[rgb(LANE_COLOURS["true span"])]) == 1 and rgb(LANE_COLOURS["predicted span"]) not in bars
+
+
+def test_the_runs_questions_without_a_valid_answer_are_named_on_the_main_page(reported):
+    from vidprep.evaluation.scoring import problem_lines
+
+    _, index, rows = reported
+    page = unescape(index.read_text())
+    direct = [r for r in rows if r["method"] == "direct"]
+    # Every answer of direct is a span after the video's end: all 7 named, each with its kind and reason.
+    named = problem_lines(direct)
+    assert len(named) == 7 and all(": invalid: " in line for line in named)
+    for line in named:
+        assert f"<li>{line}</li>" in page
