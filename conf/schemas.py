@@ -14,7 +14,7 @@ A section of the config that builds no object (`answer`, `ray`, `store`, the loc
 dataclass the same way, without a `_target_`:
 
     defaults:
-      - /settings@answer: vidprep.conf.sections.AnswerSettings
+      - /settings@answer: vidprep.conf.sections.AnswerSection
 
 Either way, `vidprep.jobs.config.check_settings` holds each node to its class's parameters and the
 ranges their types declare.

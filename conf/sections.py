@@ -11,7 +11,7 @@ from vidprep.conf.checks import Range
 
 
 @dataclass
-class RaySettings:
+class RaySection:
     address: Optional[str] = MISSING
     num_cpus: Annotated[Optional[float], Range(0, above=True)] = MISSING
     verbose: bool = MISSING
@@ -23,7 +23,7 @@ class RaySettings:
 
 
 @dataclass
-class AnswerSettings:
+class AnswerSection:
     tools: str = MISSING
     workers: Annotated[int, Range(1)] = MISSING
     num_cpus: Annotated[float, Range(0)] = MISSING
@@ -42,7 +42,7 @@ class StoreSection:
 
 
 @dataclass
-class LocalServerSettings:
+class LocalServerSection:
     model: str = MISSING
     host: str = MISSING
     port: Annotated[int, Range(1, 65535)] = MISSING

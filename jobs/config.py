@@ -2,10 +2,9 @@
 overrides taken from the command line."""
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
-
-import dataclasses
 
 from hydra.utils import get_object
 from omegaconf import DictConfig, ListConfig, OmegaConf

@@ -102,7 +102,7 @@ def test_every_numeric_setting_declares_its_range_and_is_held_to_it():
 
 
 def test_a_key_no_class_takes_is_refused_by_the_same_rule():
-    for key, owner in (("stages.frames.nosuchkey", "DecodeFrames"), ("answer.nosuchkey", "AnswerSettings"),
+    for key, owner in (("stages.frames.nosuchkey", "DecodeFrames"), ("answer.nosuchkey", "AnswerSection"),
                        ("method.nosuchkey", "VideoAgent2"), ("llm.client.profile.nosuchkey", "ModelProfile")):
         with pytest.raises(ConfigError, match=rf"^{re.escape(key)}: {owner} has no setting 'nosuchkey'"):
             load_config([f"+{key}=1"])
