@@ -63,12 +63,18 @@ class Range:
     unit: str = ""
 
 
+def declared_ranges(target) -> dict[str, Range]:
+    """The `Range` each parameter of a class or function declares with its type, by parameter name."""
+    hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target, include_extras=True)
+    return {name: declared for name, hint in hints.items()
+            for declared in getattr(hint, "__metadata__", ()) if isinstance(declared, Range)}
+
+
 def check_settings_of(target, settings: dict, where: str) -> None:
     """The one rule for every config node that builds an object or is a section's dataclass: each key is
     a parameter of `target` (unless it takes any keyword), and a numeric one lies in the `Range` its type
     declares. ConfigError naming the first setting that does not."""
-    parameters = inspect.signature(target).parameters
-    hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target, include_extras=True)
+    parameters, ranges = inspect.signature(target).parameters, declared_ranges(target)
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     for name, value in settings.items():
         setting = f"{where}.{name}" if where else name
@@ -80,7 +86,7 @@ def check_settings_of(target, settings: dict, where: str) -> None:
             known = ", ".join(p for p in parameters if parameters[p].kind is not inspect.Parameter.VAR_POSITIONAL)
             raise ConfigError(f"{setting}: {getattr(target, '__qualname__', target)} has no setting {name!r} "
                               f"(its settings: {known})")
-        declared = next((m for m in getattr(hints.get(name), "__metadata__", ()) if isinstance(m, Range)), None)
+        declared = ranges.get(name)
         if declared is not None and value is not None:
             check_range(setting, value, declared.low, declared.high, declared.unit, declared.above)
 

@@ -1,16 +1,14 @@
 """The shipped YAML holds only what differs from the code: each object it builds names its class as its
 schema (`/schema@PACKAGE: module.Class`), and no value repeats that class's default."""
 
-import inspect
 import math
 import re
-import typing
 
 import pytest
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
-from vidprep.conf.checks import ConfigError, Range, check_settings_of
+from vidprep.conf.checks import ConfigError, check_settings_of, declared_ranges
 from vidprep.conf.schemas import GROUPS
 from vidprep.jobs.config import CONF_DIR, config_groups, load_config, settings_nodes
 
@@ -67,14 +65,12 @@ def _numeric_settings() -> dict[str, tuple[object, object]]:
     for overrides in COMPOSITIONS:
         cfg = load_config(overrides)
         for where, node, target in settings_nodes(cfg, ""):
-            hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target, include_extras=True)
+            ranges = declared_ranges(target)
             for key in node:
                 value = None if OmegaConf.is_missing(node, key) or isinstance(node._get_node(key), DictConfig) \
                     else node._get_node(key)._value()
-                if isinstance(value, (int, float)) and not isinstance(value, bool) or \
-                        typing.get_origin(hints.get(key)) is typing.Annotated:
-                    declared = [m for m in getattr(hints.get(key), "__metadata__", ()) if isinstance(m, Range)]
-                    found.setdefault(f"{where}.{key}", (target, declared[0] if declared else None))
+                if isinstance(value, (int, float)) and not isinstance(value, bool) or key in ranges:
+                    found.setdefault(f"{where}.{key}", (target, ranges.get(key)))
     return found
 
 
