@@ -10,7 +10,10 @@ from dataclasses import asdict, dataclass, field
 from vidprep.conf.checks import Range
 from vidprep.stages.context import Component, Usage, counted
 from vidprep.stages.models.llm import LLMClient, LLMError
-from vidprep.agents.vision import VisionQuestion
+from vidprep.agents.vision import VISION, VisionQuestion
+
+# The stages whose artifacts are captions (the summary is written from them).
+CAPTION_STAGES = frozenset({"segment_captions", "frame_captions", "summary"})
 
 # "mcq" (answer: choice index), "open" (answer: text) and "rtl", reasoning temporal localisation
 # (answer: [start, end] in seconds).
@@ -36,10 +39,14 @@ class Question:
     unit: str = ""
     # The part of the video asked about, [start, end] seconds (STAR's); None: the whole video.
     clip: list[float] | None = None
+    # The choices of the reason asked with this answer (Causal-VidQA's predictive and counterfactual
+    # questions): a method that picks both in one reply answers the unit's reason question with this one.
+    reasons: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        # Without a clip the question reads as it did before clips existed, so its stored answers still count.
-        return {k: v for k, v in asdict(self).items() if k != "clip" or v is not None}
+        # Without a clip or reasons the question reads as it did before they existed, so its stored answers
+        # still count.
+        return {k: v for k, v in asdict(self).items() if k not in ("clip", "reasons") or v}
 
 CONFIDENCE = {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}
 
@@ -54,11 +61,15 @@ class Prediction:
     valid: bool
     error: str = ""
     trace: list[dict] = field(default_factory=list)
+    # The reason picked with the answer, for a question with reasons.
+    reason: int | None = None
 
 
 def answer_properties(question: Question) -> dict:
     if question.task == "mcq":
-        return {"answer": {"type": "integer", "enum": list(range(len(question.choices)))}}
+        choice = {"answer": {"type": "integer", "enum": list(range(len(question.choices)))}}
+        return choice | ({"reason": {"type": "integer", "enum": list(range(len(question.reasons)))}}
+                         if question.reasons else {})
     if question.task == "rtl":
         return {"start": {"type": "number"}, "end": {"type": "number"}}
     return {"answer": {"type": "string"}}
@@ -71,7 +82,8 @@ def answer_schema(question: Question, **extra: dict) -> dict:
 
 
 def final_answer(question: Question, reply: dict, duration: float):
-    """The answer in the task's form; InvalidAnswer when it does not fit."""
+    """The answer in the task's form (with reasons: the choice and the reason); InvalidAnswer when it does
+    not fit."""
     if question.task == "rtl":
         start, end = float(reply["start"]), float(reply["end"])
         # A span that starts after the video ends would be stored inverted once its end is clamped.
@@ -82,6 +94,11 @@ def final_answer(question: Question, reply: dict, duration: float):
         answer = reply["answer"]
         if not isinstance(answer, int) or not 0 <= answer < len(question.choices):
             raise InvalidAnswer(f"choice {answer!r} is not one of 0..{len(question.choices) - 1}")
+        if question.reasons:
+            reason = reply["reason"]
+            if not isinstance(reason, int) or not 0 <= reason < len(question.reasons):
+                raise InvalidAnswer(f"reason {reason!r} is not one of 0..{len(question.reasons) - 1}")
+            return answer, reason
         return answer
     answer = str(reply["answer"]).strip()
     if not answer:
@@ -180,8 +197,9 @@ class Agent(Component):
     version = 1
     # Whether the method asks the vision backend about frames (its paper's results depend on a vision model).
     asks_visual_questions = False
-    # Whether it reads the stored captions (their describer is then part of how it runs).
-    reads_captions = True
+    # Whether it picks an answer and its reason in one reply (TraveLER's public Causal-VidQA code); if
+    # not, the reason question is asked on its own.
+    answers_reasons = False
 
     def __init__(self, llm: LLMClient, temperature: Annotated[float | None, Range(0, 2)] = None,
                  vision_question: VisionQuestion | None = None):
@@ -200,10 +218,25 @@ class Agent(Component):
         if question.task == "rtl":
             # The method answers in the time it was shown (a clip's, from its start); scores use the video's.
             answer = [tools.video_time(t) for t in answer]
+        if question.reasons:
+            answer, reason = answer
+            return Prediction(answer, True, "", trace.steps, reason)
         return Prediction(answer, True, "", trace.steps)
 
     def solve(self, question: Question, tools, trace: Trace):
         raise NotImplementedError
+
+    def stages_read(self) -> frozenset[str] | None:
+        """The precompute stages whose artifacts it reads through the tools, with VISION where it asks
+        the vision backend, whose own reads then join (None: any stage). Only these must be complete to
+        answer, and only their keys are part of the run's key; the tools refuse to read any other."""
+        return None
+
+    @property
+    def reads_captions(self) -> bool:
+        """Whether it reads stored captions (their describer is then part of how it runs)."""
+        read = self.stages_read()
+        return read is None or bool(read & CAPTION_STAGES)
 
     def unlike_its_paper(self) -> list[str]:
         """What in this method's settings makes a run unlike its paper's (said with the run's output,

@@ -12,6 +12,8 @@ from vidprep.agents.base import (
     final_answer,
     question_text,
 )
+from vidprep.agents.tools import VIDEO_TOOLS
+from vidprep.agents.vision import VISION
 from vidprep.conf.checks import Range
 from vidprep.stages.prompts import load_prompt
 
@@ -24,8 +26,6 @@ class DirectAnswer(Agent):
     JPEGs and ignores it)."""
 
     asks_visual_questions = True
-    # The frames themselves, or their descriptions: no caption.
-    reads_captions = False
 
     def __init__(self, llm, frames: Annotated[int, Range(1)] = 120, transcript: bool = False,
                  max_description_chars: Annotated[int | None, Range(100)] = None, prompt: str = "baselines/direct_v1.txt"):
@@ -35,6 +35,9 @@ class DirectAnswer(Agent):
         self.frames, self.transcript, self.prompt = frames, transcript, prompt
         self.max_description_chars = max_description_chars
         self.name = "direct_transcript" if transcript else "direct"
+
+    def stages_read(self) -> frozenset[str]:
+        return frozenset({"frames", VISION} | ({"transcript"} if self.transcript else set()))
 
     def solve(self, question, tools, trace: Trace):
         frames = tools.evenly_spaced_frames(self.frames)
@@ -53,6 +56,9 @@ class LLoVi(Agent):
         super().__init__(llm)
         self.prompt = prompt
 
+    def stages_read(self) -> frozenset[str]:
+        return VIDEO_TOOLS["segment_captions"].reads | VIDEO_TOOLS["transcript"].reads
+
     def solve(self, question, tools, trace: Trace):
         captions, speech = tools.segment_captions(), tools.transcript()
         context = (f"Video length: {tools.duration:.1f} s\nCaptions:\n{captions.text}\n"
@@ -63,11 +69,13 @@ class LLoVi(Agent):
 
 class RandomChoice(Agent):
     name = "random"
-    reads_captions = False
 
     def __init__(self, llm=None, seed: Annotated[int, Range(0)] = 0):
         super().__init__(llm)
         self.seed = seed
+
+    def stages_read(self) -> frozenset[str]:
+        return frozenset()
 
     def solve(self, question, tools, trace: Trace):
         rng = random.Random(f"{self.seed}/{question.qid}")

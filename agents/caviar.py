@@ -23,8 +23,8 @@ from vidprep.agents.base import (
     question_text,
 )
 from vidprep.agents.sandbox import Sandbox
-from vidprep.agents.tools import VIDEO_TOOLS, ToolResult, tool, tools_of
-from vidprep.agents.vision import VisionQuestion
+from vidprep.agents.tools import VIDEO_TOOLS, ToolResult, read_by, tool, tools_of
+from vidprep.agents.vision import VISION, VisionQuestion
 from vidprep.stages.models.llm import LLMReplyError
 from vidprep.stages.prompts import load_prompt
 
@@ -73,7 +73,7 @@ class VideoModules:
         frames = self.tools.frames_in_range(*self._span(segment))
         return [frames[i:i + self.window_frames] for i in range(0, len(frames), self.window_frames)]
 
-    @tool
+    @tool(reads=())
     def get_segment(self, start: float, end: float) -> ToolResult:
         """The part of the video between `start` and `end` seconds, as a segment value {"start", "end"}
         that retrieval_qa, find_when and asr_understanding take as their `segment`."""
@@ -84,7 +84,7 @@ class VideoModules:
         value = {"start": start, "end": end}
         return ToolResult(json.dumps(value), None, [], value)
 
-    @tool
+    @tool(reads=("frames", VISION))
     def retrieval_qa(self, query: str, segment: dict = None) -> ToolResult:
         """Answer `query` from the frames most relevant to it, in `segment` (from get_segment) or the
         whole video: each window of frames is searched for relevant frames, then the query is answered
@@ -104,7 +104,7 @@ class VideoModules:
         value = {"answer": answer, "frames": [f.timestamp for f in used], "reason": " | ".join(reasons)}
         return ToolResult(json.dumps(value, ensure_ascii=False), confidence, value["frames"], value)
 
-    @tool
+    @tool(reads=("frames", VISION))
     def find_when(self, query: str, segment: dict = None) -> ToolResult:
         """Time ranges that may show the event or action in `query`, in `segment` (from get_segment) or
         the whole video, each {"start", "end", "description"}; every window of frames is searched and
@@ -112,7 +112,7 @@ class VideoModules:
         ranges = [r for window in self._windows(segment) for r in self.tools.vision.ranges(str(query), window, self.tools)]
         return ToolResult(json.dumps(ranges, ensure_ascii=False), None, [r["start"] for r in ranges], ranges)
 
-    @tool
+    @tool(reads=("transcript",))
     def asr_understanding(self, query: str, segment: dict = None) -> ToolResult:
         """Answer `query` from the transcript of the speech in `segment` (from get_segment) or the whole
         video; a long transcript is read in parts and what each part says is consolidated."""
@@ -133,7 +133,7 @@ class VideoModules:
             found = [self._ask("asr_consolidate", f"{parts}\n\nQuery: {query}")]
         return ToolResult(found[0], speech.confidence, speech.timestamps)
 
-    @tool
+    @tool(reads=())
     def think(self, question: str, context: str = "") -> ToolResult:
         """Reason about `question` given `context` (text from earlier steps); returns the conclusion."""
         return ToolResult(self._ask("think", f"Context:\n{context}\n\nQuestion: {question}"), None)
@@ -178,8 +178,6 @@ class CAViAR(Agent):
 
     name = "caviar"
     asks_visual_questions = True
-    # Its modules look at frames and speech, not at stored captions.
-    reads_captions = False
     # 3: per-task strategies with the direct one, windowed modules, segment values, critic winners list.
     version = 3
 
@@ -216,6 +214,10 @@ class CAViAR(Agent):
         self.prompts = {**PROMPTS, **(prompts or {})}
         self.critic_examples = critic_examples
         self.self_evaluation = self_evaluation
+
+    def stages_read(self) -> frozenset[str] | None:
+        used = {m for task in TASKS for s in self.strategies[task] for m in s} | set(filter(None, self.direct.values()))
+        return read_by(all_modules()[m] for m in used - {"finish"})
 
     def unlike_its_paper(self) -> list[str]:
         if self.critic and self.critic_examples == GENERIC_CRITIC_EXAMPLES:

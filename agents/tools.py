@@ -12,6 +12,7 @@ import bisect
 import functools
 import inspect
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -20,7 +21,7 @@ from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES,
 from vidprep.store.keys import CAPTIONS_ONLY
 from vidprep.store.store import Store
 from vidprep.conf.checks import ArtifactMissing
-from vidprep.agents.vision import VisionQuestion
+from vidprep.agents.vision import VISION, VisionQuestion
 from vidprep.stages.base import evenly_spaced
 
 
@@ -47,6 +48,8 @@ class Tool:
     name: str
     doc: str
     signature: inspect.Signature
+    # The precompute stages it reads, VISION where it asks the vision backend (None: any stage).
+    reads: frozenset[str] | None = None
 
     @property
     def parameters(self) -> list[inspect.Parameter]:
@@ -87,9 +90,13 @@ class Tool:
         return f"- {self.name}({args}): {' '.join(self.doc.split())}"
 
 
-def tool(method):
-    """Mark a method returning a ToolResult as a tool of its class (`tools_of`); its calls are recorded in
-    `self.trace` (a tool another tool calls is part of that call, not a step of its own)."""
+def tool(method=None, *, reads: Iterable[str] | None = None):
+    """Mark a method returning a ToolResult as a tool of its class (`tools_of`), `@tool` or
+    `@tool(reads=[stages])` (the stages it reads, VISION where it asks the vision backend; not given: any
+    stage, so a method that calls it needs every stage); its calls are recorded in `self.trace` (a tool
+    another tool calls is part of that call, not a step of its own)."""
+    if method is None:
+        return functools.partial(tool, reads=reads)
     signature = inspect.signature(method)
 
     @functools.wraps(method)
@@ -107,8 +114,15 @@ def tool(method):
         trace.tool(method.__name__, {k: v for k, v in bound.arguments.items() if k != "self"}, result)
         return result
 
-    recorded.tool = Tool(method.__name__, inspect.getdoc(method), signature)
+    recorded.tool = Tool(method.__name__, inspect.getdoc(method), signature,
+                         None if reads is None else frozenset(reads))
     return recorded
+
+
+def read_by(tools: Iterable[Tool]) -> frozenset[str] | None:
+    """The stages the given tools read together (None: some may read any)."""
+    reads = [t.reads for t in tools]
+    return None if None in reads else frozenset().union(*reads)
 
 
 def tools_of(cls: type) -> dict[str, Tool]:
@@ -162,7 +176,8 @@ class VideoTools:
 
     def _key(self, stage: str) -> str:
         if stage not in self.keys:
-            raise ArtifactMissing(f"stage {stage} is not configured; add it to stages and run `vidprep precompute`")
+            raise ArtifactMissing(f"stage {stage} is not configured (add it to stages and run `vidprep precompute`), "
+                                  "or not among the stages the method says it reads (its `stages_read`)")
         return self.keys[stage]
 
     def _seen(self, frames: list[Frame]) -> list[Frame]:
@@ -230,7 +245,7 @@ class VideoTools:
         return {index: float(vector @ query_vector / (np.linalg.norm(vector) or 1.0))
                 for index, (vector, _) in self._embedded(frames).items()}
 
-    @tool
+    @tool(reads=("frame_embeddings",))
     def search_frames(self, query: str, k: int = 5) -> ToolResult:
         """The k stored frames that best match a text query, in time order, with similarity scores."""
         vector = self.text_embedder.embed_texts([query])[0]
@@ -244,7 +259,7 @@ class VideoTools:
         best = max((h.score for h in hits), default=0.0)
         return ToolResult("\n".join(lines) or "no frames", max(0.0, min(1.0, best)), times)
 
-    @tool
+    @tool(reads=("segment_captions", "frames"))
     def segment_captions(self, start: float = 0.0, end: float = -1.0) -> ToolResult:
         """Captions of the segments between two times in seconds (end -1: the video's end)."""
         end = self.duration if end < 0 else end
@@ -256,7 +271,7 @@ class VideoTools:
         return ToolResult("\n".join(lines) or "no segment in that range",
                           _mean([c.confidence for c in captions]), [c.start for c in captions])
 
-    @tool
+    @tool(reads=("transcript",))
     def transcript(self, start: float = 0.0, end: float = -1.0) -> ToolResult:
         """What is said between two times in seconds (end -1: the video's end)."""
         end = self.duration if end < 0 else end
@@ -274,7 +289,7 @@ class VideoTools:
         lines = [f"[{s.start:.1f}-{s.end:.1f}s] {s.text}" for s in spoken]
         return ToolResult("\n".join(lines), _mean(words, 0.5), [s.start for s in spoken])
 
-    @tool
+    @tool(reads=("summary", "segment_captions", "frames"))
     def summary(self) -> ToolResult:
         """The summary of the whole video written at precompute time (of the whole video also when a
         question is about a clip of it)."""
@@ -285,7 +300,7 @@ class VideoTools:
         # The summary is only as sure as the captions it was written from.
         return ToolResult(text, _mean([c.confidence for c in captions], 0.5))
 
-    @tool
+    @tool(reads=("frames", VISION))
     def visual_question(self, question: str, timestamps: list[float]) -> ToolResult:
         """Ask about what is visible in the frames nearest to the given times in seconds (three evenly
         spaced frames of the video when none are given)."""
@@ -293,7 +308,7 @@ class VideoTools:
         text, confidence = self.vision.ask(question, frames, self, self.vision_question)
         return ToolResult(text, confidence, [f.timestamp for f in frames])
 
-    @tool
+    @tool(reads=("frames", VISION))
     def describe_frame(self, timestamp: float) -> ToolResult:
         """A caption of the stored frame nearest to a time in seconds."""
         frames = [self.frame_nearest(timestamp)]

@@ -20,7 +20,7 @@ from typing import Annotated
 
 from vidprep.conf.checks import Range
 from vidprep.agents.base import Agent, Trace, answer_schema, final_answer
-from vidprep.agents.vision import VisionQuestion
+from vidprep.agents.vision import VISION, VisionQuestion
 from vidprep.stages.base import evenly_spaced
 from vidprep.stages.prompts import load_prompt
 
@@ -56,11 +56,15 @@ def _key(timestamp: float) -> str:
     return f"{timestamp:.1f}"
 
 
-def _asked(question, with_choices: bool) -> str:
-    """The question, with its choices only where the paper gives them (Planner, Evaluator, Summarizer)."""
+def _asked(question, with_choices: bool, with_reasons: bool = False) -> str:
+    """The question, with its choices only where the paper gives them (Planner, Evaluator, Summarizer),
+    and its reasons only where the public Causal-VidQA code does (Evaluator, final answer)."""
     lines = [f"Question: {question.question}"]
     if with_choices and question.choices:
         lines += ["Choices:"] + [f"  {i}: {choice}" for i, choice in enumerate(question.choices)]
+    if with_reasons and question.reasons:
+        lines += ["Reasons:"] + [f"  {i}: {reason}" for i, reason in enumerate(question.reasons)]
+        lines.append("Pick the correct answer and, from the reasons, the correct reason for it.")
     return "\n".join(lines)
 
 
@@ -75,6 +79,8 @@ class TraveLER(Agent):
 
     name = "traveler"
     version = 3
+    # The public Causal-VidQA code picks the answer and its reason in one Evaluator reply.
+    answers_reasons = True
 
     # questions=0: the memory is made of captions only (the public EgoSchema config: no Extractor questions).
     def __init__(self, llm, window: Annotated[int, Range(1)] = 5,
@@ -149,7 +155,7 @@ class TraveLER(Agent):
                 memory = {key: [self._item(item) for item in condensed[key]] for key in memory}
             trace.record("memory", memory=json.loads(json.dumps(memory)))
             verdict = self._ask(trace, "evaluate", [length, f"Information: {json.dumps(memory, ensure_ascii=False)}",
-                                                    f"Plan: {plan}", _asked(question, True)],
+                                                    f"Plan: {plan}", _asked(question, True, True)],
                                 answer_schema(question, explanation={"type": "string"},
                                               enough_information={"type": "boolean"},
                                               plan_followed={"type": "boolean"}))
@@ -159,10 +165,13 @@ class TraveLER(Agent):
             explanation = verdict["explanation"]
             trace.record("replan", explanation=explanation, iteration=iteration)
         final = self._ask(trace, "final", [length, f"Information: {json.dumps(memory, ensure_ascii=False)}",
-                                           _asked(question, True)],
+                                           _asked(question, True, True)],
                           answer_schema(question, explanation={"type": "string"}))
         trace.record("stop", reason="iteration limit: answer forced")
         return final_answer(question, final, tools.duration)
+
+    def stages_read(self) -> frozenset[str]:
+        return frozenset({"frames", "frame_captions", VISION})
 
     def _extract(self, question, frames, context: list[str], memory: dict, tools, trace: Trace) -> dict:
         """Each frame's caption (already in memory for the initial frames) and its questions' answers."""

@@ -20,7 +20,7 @@ from vidprep.agents.base import (
     final_answer,
     question_text,
 )
-from vidprep.agents.tools import VIDEO_TOOLS
+from vidprep.agents.tools import VIDEO_TOOLS, read_by
 from vidprep.stages.prompts import load_prompt
 from vidprep.conf.checks import ConfigError, Range
 from vidprep.agents.vision import VisionQuestion
@@ -71,6 +71,10 @@ class VideoAgent2(Agent):
         self.chain_of_thought, self.summary = chain_of_thought, summary
         self.answer_prompt, self.plan_prompt = answer_prompt, plan_prompt
         self.reasoning_prompt, self.tool_confidence_prompt = reasoning_prompt, tool_confidence_prompt
+
+    def stages_read(self) -> frozenset[str] | None:
+        return read_by([VIDEO_TOOLS["segment_captions"], *(VIDEO_TOOLS[t] for t in self.tools)]
+                       + ([VIDEO_TOOLS["summary"]] if self.summary else []))
 
     def _instructions(self, prompt: str, **fields) -> str:
         parts = [load_prompt(prompt).format(**fields)]

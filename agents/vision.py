@@ -20,6 +20,17 @@ from vidprep.stages.models.llm import LLMClient, image_part
 from vidprep.stages.prompts import load_prompt, prompt_hash
 
 
+# In what a method reads: the vision backend's reads (`reads` of StoredDescriptions or VisionLanguageModel).
+VISION = "vision"
+
+
+def stages_read(method_reads: frozenset[str] | None, vision) -> frozenset[str] | None:
+    """The stages a method with `method_reads` (its `stages_read()`) reads, with `vision`'s in place of VISION."""
+    if method_reads is None:
+        return None
+    return (method_reads - {VISION}) | (vision.reads if VISION in method_reads else frozenset())
+
+
 @dataclasses.dataclass(frozen=True)
 class VisionQuestion:
     """How a method asks a vision model about frames, as its paper or public code does: the instruction,
@@ -46,6 +57,8 @@ class StoredDescriptions(Component):
     model_id = "stored-descriptions"
     # No model looks at the frames: a method that asks visual questions is told so, loudly.
     sees_frames = False
+    # The precompute stages it answers from (frames' "looks like" labels and embeddings, segment captions).
+    reads = frozenset({"frames", "frame_embeddings", "segment_captions"})
     # Frames one call may be about (None: any number; text is cut to the caller's budget instead).
     max_frames = None
 
@@ -102,6 +115,8 @@ class VisionLanguageModel(Component):
     an event (CAViAR's modules)."""
 
     sees_frames = True
+    # It sees the stored JPEGs.
+    reads = frozenset({"frames"})
 
     CONFIDENCE = {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}
     CAPTION = {"type": "object", "properties": {"caption": {"type": "string"}, "confidence": CONFIDENCE},

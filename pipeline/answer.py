@@ -29,6 +29,7 @@ from vidprep.evaluation.benchmarks import first_per_type
 from vidprep.evaluation.scoring import NAMED_PROBLEMS, is_failure, is_refused, problem_lines
 from vidprep.evaluation.tracking import provenance, run_settings
 from vidprep.agents.base import Question
+from vidprep.agents.vision import stages_read
 from vidprep.stages.media.files import is_uri
 from vidprep.stages.base import Resources
 from vidprep.stages.context import Usage, WorkerContext, counted
@@ -175,9 +176,11 @@ class AnswerWorker:
                 component.teardown()
 
     def __call__(self, questions: pa.Table) -> pa.Table:
-        return pa.Table.from_pylist([self.answer(row) for row in questions.to_pylist()])
+        return pa.Table.from_pylist([result for row in questions.to_pylist() for result in self.answer(row)])
 
-    def answer(self, row: dict) -> dict:
+    def answer(self, row: dict) -> list[dict]:
+        """The outcome of the question `row` holds (question_json, video_id), and that of its reason
+        question (reason_json) where its reply answers that too."""
         question = Question(**json.loads(row["question_json"]))
         started = time.monotonic()
         tools = self.tools(self.store, self.keys, row["video_id"], self.text_embedder, self.vision, self.search_mode,
@@ -189,26 +192,53 @@ class AnswerWorker:
                 prediction = self.agent.answer(question, tools)
             except ModelRefused as error:
                 # Not this question's outcome: the run stops, and the question stays unanswered.
-                return {"qid": question.qid, "valid": False, "failed": True, "refused": False, "error": "",
-                        "llm_calls": 0, "cache_hits": 0, "model_refused": str(error)}
+                return [{"qid": question.qid, "valid": False, "failed": True, "refused": False, "error": "",
+                         "llm_calls": 0, "cache_hits": 0, "model_refused": str(error)}]
             finally:
                 self.under_way.pop(question.qid, None)
         used = sum(per_model.values(), Usage())
         by_model = {model: {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
                     for model, u in per_model.items()}
-        self.store.record_prediction({
-            "run_key": self.key, "qid": question.qid,
-            "video_id": row["video_id"], "method": self.agent.name, "task": question.task, "qtype": question.qtype,
-            "question_json": row["question_json"], "prediction_json": json.dumps(prediction.answer),
-            "valid": prediction.valid, "error": prediction.error,
+        outcomes = [self._record(row["question_json"], row["video_id"], prediction.answer, prediction, {
             "trace_json": json.dumps(prediction.trace, ensure_ascii=False, default=str),
             "visited": tools.visited, "llm_calls": used.calls, "cache_hits": used.cache_hits,
             "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens,
-            "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started,
-        })
+            "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started})]
+        if row.get("reason_json"):
+            # Its calls, frames and seconds are the answer question's, counted there once.
+            outcomes.append(self._record(row["reason_json"], row["video_id"], prediction.reason, prediction, {
+                "trace_json": json.dumps([{"step": 0, "kind": "answered_with", "qid": question.qid}]),
+                "visited": [], "llm_calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                "usage_json": "{}", "seconds": 0.0}))
+        return outcomes
+
+    def _record(self, question_json: str, video_id: str, answer, prediction, costs: dict) -> dict:
+        question = Question(**json.loads(question_json))
+        self.store.record_prediction({
+            "run_key": self.key, "qid": question.qid, "video_id": video_id, "method": self.agent.name,
+            "task": question.task, "qtype": question.qtype, "question_json": question_json,
+            "prediction_json": json.dumps(answer), "valid": prediction.valid, "error": prediction.error, **costs})
         return {"qid": question.qid, "valid": prediction.valid, "failed": is_failure(prediction.error),
-                "refused": is_refused(prediction.error), "error": prediction.error, "llm_calls": used.calls,
-                "cache_hits": used.cache_hits, "model_refused": ""}
+                "refused": is_refused(prediction.error), "error": prediction.error, "llm_calls": costs["llm_calls"],
+                "cache_hits": costs["cache_hits"], "model_refused": ""}
+
+
+def asked_with_reasons(questions: list[Question], joint: bool) -> tuple[list[Question], dict[str, Question]]:
+    """The questions as the method is asked them, and answer qid -> the reason question its reply also
+    answers. A method that picks an answer and its reason in one reply (`joint`) answers a unit's reason
+    question with the unit's answer question; any other is asked the reason question on its own, and the
+    answer question without reasons (as it read before reasons existed)."""
+    units: dict[str, list[Question]] = {}
+    for question in questions:
+        if question.unit:
+            units.setdefault(question.unit, []).append(question)
+    reason_of = {}
+    for parts in units.values() if joint else ():
+        asking, others = [q for q in parts if q.reasons], [q for q in parts if not q.reasons]
+        if len(asking) == 1 and len(others) == 1:
+            reason_of[asking[0].qid] = others[0]
+    return [q if not q.reasons or q.qid in reason_of else dataclasses.replace(q, reasons=[])
+            for q in questions], reason_of
 
 
 @dataclasses.dataclass
@@ -294,27 +324,38 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
         questions = first_per_type(questions, cfg.answer.per_type)
     if cfg.answer.limit:
         questions = questions[: cfg.answer.limit]
-    ids = resolve_videos(store, questions, plan.keys, captions_only=plan.probe is None,
+    # Only what the method reads must be there, and only that is part of its answers' key.
+    read = stages_read(agent.stages_read(), vision)
+    keys = {stage: key for stage, key in plan.keys.items() if read is None or stage in read}
+    ids = resolve_videos(store, questions, keys, captions_only=plan.probe is None,
                          vlm_captions=any(d is not None and d.writes_captions for d in describers))
     check_clips(store, questions, ids)
-    key = run_key(cfg, plan.keys)
+    key = run_key(cfg, keys)
+    questions, reason_of = asked_with_reasons(questions, agent.answers_reasons)
     asked = {q.qid: json.dumps(q.to_dict()) for q in questions}
     done = store.predictions([key], ["qid", "error", "question_json"])
     answered = {r["qid"] for r in done if settled(r, asked.get(r["qid"]), cfg.answer.retry_refused)}
-    pending = [{"question_json": asked[q.qid], "video_id": ids[q.video]} for q in questions if q.qid not in answered]
+    # A unit answered in one reply is asked again unless both its questions are answered.
+    for qid, reason in reason_of.items():
+        if not {qid, reason.qid} <= answered:
+            answered -= {qid, reason.qid}
+    reasons = {reason.qid for reason in reason_of.values()}
+    pending = [{"question_json": asked[q.qid], "video_id": ids[q.video],
+                "reason_json": asked[reason_of[q.qid].qid] if q.qid in reason_of else ""}
+               for q in questions if q.qid not in answered and q.qid not in reasons]
     results = []
     # Recorded before the first question and again at the end: a run killed on the way is known for what
     # it asked, with its settings and the command that completes it.
     run_id = f"answer-{key}-{started.strftime('%Y%m%dT%H%M%S')}"
     record = {"run_key": key, "method": agent.name, "questions": len(questions), "dataset": cfg.dataset.name,
-              "loader": cfg.dataset.questions._target_, "dataset_questions": dataset_questions, "keys": plan.keys,
+              "loader": cfg.dataset.questions._target_, "dataset_questions": dataset_questions, "keys": keys,
               "settings": run_settings(cfg), "provenance": provenance(cfg), "warnings": warnings}
     store.record_run(run_id, "answer", started, 0.0, json.dumps(record | {"finished": False}))
     if pending:
         check_endpoints(OmegaConf.to_container(cfg, resolve=True))
         init_ray(cfg.ray)
         board = QuestionsUnderWay.remote()
-        worker_args = dict(cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=plan.keys,
+        worker_args = dict(cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=keys,
                            key=key, embedder=plan.configs.get(FRAME_EMBEDDINGS.stage, {}).get("embedder"),
                            caption_frames=plan.frames_per_caption, board=board,
                            api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
@@ -329,7 +370,7 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
                                 batch_size=1)
         every = cfg.store.compact_every_questions
         # A resumed run counts the questions stored before it as done.
-        with Progress("questions", len(questions), done=len(questions) - len(pending),
+        with Progress("questions", len(questions), done=len(answered),
                       detail=lambda: under_way(board, results)) as progress:
             for result in answered_now.iter_rows():
                 if result["model_refused"]:
@@ -345,8 +386,7 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
     if stop_ray:
         ray.shutdown()
     problems = problem_lines(results)
-    summary = AnswerSummary(key, agent.name, len(questions), len(results),
-                            len(questions) - len(pending),
+    summary = AnswerSummary(key, agent.name, len(questions), len(results), len(answered),
                             sum(not r["valid"] and not r["failed"] and not r["refused"] for r in results),
                             sum(r["failed"] for r in results), sum(r["refused"] for r in results),
                             questions_source(cfg.dataset.questions),

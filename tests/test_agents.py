@@ -14,7 +14,8 @@ from vidprep.agents.baselines import DirectAnswer, LLoVi
 from vidprep.agents.tools import ToolResult, VideoTools, tool
 from vidprep.agents.traveler import TraveLER
 from vidprep.agents.videoagent2 import VideoAgent2
-from vidprep.agents.vision import StoredDescriptions, VisionLanguageModel
+from vidprep.agents.vision import StoredDescriptions, VisionLanguageModel, stages_read
+from vidprep.conf.checks import ArtifactMissing
 from vidprep.stages.models.llm import LLMClient
 from vidprep.store.keys import content_id
 from vidprep.jobs.bench.endpoint import ScriptedEndpoint
@@ -450,6 +451,25 @@ def test_llovi_records_every_artifact_it_reads(setting, server):
     script(server, {"answer": 0, "confidence": 3})
     prediction = LLoVi(llm).answer(question, tools)
     assert [s["tool"] for s in prediction.trace if s["kind"] == "tool"] == ["segment_captions", "transcript"]
+
+
+def test_a_method_reads_the_stages_it_declares_and_no_other(setting, server):
+    question, tools, llm = setting
+    vision = StoredDescriptions()
+    assert stages_read(LLoVi(llm).stages_read(), vision) == {"frames", "segment_captions", "transcript"}
+    # TraveLER's frames, frame captions and what its vision backend reads: never the summary or speech.
+    assert stages_read(TraveLER(llm).stages_read(), vision) == {"frames", "frame_captions"} | vision.reads
+    assert stages_read(TraveLER(llm).stages_read(), VisionLanguageModel(llm)) == {"frames", "frame_captions"}
+    # VideoAgent2's from the tools it may call, and the summary only where it reads one.
+    assert stages_read(VideoAgent2(llm, tools=["transcript"], summary=False).stages_read(), vision) == {
+        "frames", "segment_captions", "transcript"}
+    # The tools hold the method to it: a read of a stage it did not declare is refused, naming the stage.
+    declared = {s: k for s, k in tools.keys.items() if s in ("frames", "segment_captions")}
+    narrow = VideoTools(tools.store, declared, tools.video_id, tools.text_embedder, vision)
+    script(server, {"answer": 0, "confidence": 3})
+    with pytest.raises(ArtifactMissing, match="stage transcript is not configured .* or not among the stages the "
+                                               "method says it reads"):
+        LLoVi(llm).answer(question, narrow)
 
 
 def _schema(request) -> dict:

@@ -242,7 +242,7 @@ def test_critic_examples_command_writes_a_caviar_runs_traces_and_refuses_other_r
                               plan.frames_per_caption)
         question = next(q for q in jsonl.load(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
         assert worker.answer({"question_json": json.dumps(question.to_dict()),
-                              "video_id": content_id(sample_dir / "scenes.mp4")})["valid"]
+                              "video_id": content_id(sample_dir / "scenes.mp4")})[0]["valid"]
     finally:
         server.close()
     out = tmp_path / "examples.txt"
@@ -280,7 +280,7 @@ plan = build_plan(cfg.stages)
 worker = AnswerWorker(OmegaConf.to_yaml(cfg, resolve=True), StoreSettings.from_config(cfg.store), plan.keys, "probe",
                       OmegaConf.to_container(cfg.model, resolve=True), plan.frames_per_caption)
 question = instantiate(cfg.dataset.questions, _convert_="all")[0]
-row = worker.answer({{"question_json": json.dumps(question.to_dict()), "video_id": content_id(question.video)}})
+row, = worker.answer({{"question_json": json.dumps(question.to_dict()), "video_id": content_id(question.video)}})
 watched = ["faster_whisper", "ctranslate2", "rapidocr_onnxruntime", "onnxruntime", "cv2", "av"]
 print(json.dumps([row["llm_calls"], row["cache_hits"], sorted(m for m in watched if m in sys.modules)]))
 """
@@ -593,6 +593,58 @@ def test_causal_vidqa_scores_answer_and_reason_as_one_as_its_eval_script(tmp_pat
         causal_vidqa.load(str(tmp_path / "QA"), str(tmp_path))
 
 
+def test_traveler_picks_a_causal_vidqa_answer_and_its_reason_in_one_reply_and_other_methods_ask_both(
+        precomputed, sample_dir, tmp_path):
+    # TraveLER's public Causal-VidQA code gives its Evaluator the reasons with the choices and takes both
+    # from one reply; a method without that asks the reason question on its own.
+    cfg, store, _ = precomputed
+    answers = {"descriptive": {"answer": 1}, "explanatory": {"answer": 2}, "predictive": {"answer": 3, "reason": 0},
+               "counterfactual": {"answer": 4, "reason": 1}}
+    _causal_vidqa_folder(tmp_path / "QA", {"scenes": answers})
+    server = ScriptedEndpoint(reply=fitting_reply)
+    dataset = ["dataset=causal_vidqa", f"dataset.questions.qa_dir={tmp_path / 'QA'}",
+               f"dataset.questions.video_dir={sample_dir}", "llm=openai", f"llm.client.base_url={server.base_url}",
+               "llm.client.model=scripted", "llm.client.cache=false"]
+    try:
+        traveler = config_for(cfg.store.uri, sample_dir, "method=traveler", "method.max_iterations=1",
+                              "method.questions=0", *dataset)
+        joint = answer(traveler)
+        rows = {r["qid"]: r for r in store.predictions([joint.run_key])}
+        requests = len(server.requests)
+        again = answer(traveler)
+        # A unit whose reason row is lost is asked again whole.
+        store.table("predictions").delete(f"row_id = '{joint.run_key}/scenes_3'")
+        redone = answer(traveler)
+        llovi = answer(config_for(cfg.store.uri, sample_dir, "method=llovi", *dataset))
+    finally:
+        server.close()
+    assert (joint.questions, joint.answered, joint.invalid, joint.failed) == (6, 6, 0, 0)
+    # The store's summary was written by the local LLM, not the scripted one: TraveLER does not read it, so
+    # it is neither needed nor part of the run's key.
+    assert set(store.answer_runs()[joint.run_key]["keys"]) == {"frames", "frame_captions", "frame_embeddings",
+                                                              "segment_captions"}
+    for answer_qid, reason_qid, kind in (("scenes_2", "scenes_3", "predictive"), ("scenes_4", "scenes_5", "counterfactual")):
+        trace = json.loads(rows[answer_qid]["trace_json"])
+        decided = [s for s in trace if s["kind"] in ("evaluate", "final")][-1]
+        # The reasons are in the Evaluator's prompt; the reason row is the reason of its reply.
+        assert f"Reasons:\n  0: {kind} reason 0" in decided["prompt"][1]["content"]
+        assert json.loads(rows[answer_qid]["prediction_json"]) == decided["reply"]["answer"]
+        assert json.loads(rows[reason_qid]["prediction_json"]) == decided["reply"]["reason"]
+        assert json.loads(rows[reason_qid]["trace_json"]) == [{"step": 0, "kind": "answered_with", "qid": answer_qid}]
+        assert rows[reason_qid]["llm_calls"] == 0 and rows[answer_qid]["llm_calls"] > 0
+    # Four traversals, not six: the reason questions asked no call of their own.
+    assert sum(r["llm_calls"] for r in rows.values()) == joint.llm_calls == requests
+    assert not any("Reasons:" in s["prompt"][1]["content"] for r in ("scenes_0", "scenes_1")
+                   for s in json.loads(rows[r]["trace_json"]) if "prompt" in s)
+    assert (again.answered, again.skipped, again.llm_calls) == (0, 6, 0)
+    assert (redone.answered, redone.skipped) == (2, 4)
+    # LLoVi asks each of the six on its own, the answer questions as they read without reasons.
+    separate = {r["qid"]: r for r in store.predictions([llovi.run_key])}
+    assert llovi.answered == 6 and all(r["llm_calls"] > 0 for r in separate.values())
+    assert "reasons" not in json.loads(separate["scenes_2"]["question_json"])
+    assert json.loads(rows["scenes_2"]["question_json"])["reasons"][0] == "predictive reason 0"
+
+
 def test_egoschema_reads_its_real_files_and_exports_what_its_grader_reads(tmp_path):
     # questions.json as EgoSchema's repository held it at commit 617b469 (its first 20 questions of a
     # pre-release draft, options ordered unlike the release: tests/fixtures/README.md) and its
@@ -836,11 +888,11 @@ def test_an_llm_timeout_is_a_failure_and_a_refusal_is_final_both_counted_apart_f
         server.script = [("hang", 3)]
         question = next(q for q in jsonl.load(str(sample_dir / "questions.jsonl")) if q.qid == "scenes_first")
         asked = {"question_json": json.dumps(question.to_dict()), "video_id": content_id(sample_dir / "scenes.mp4")}
-        result = worker.answer(asked)
+        result, = worker.answer(asked)
         # A refusal (here: past the context window) is final: stored as refused with the provider's words.
         worker.key = "refusal-probe"
         server.script = [("status", 400, {}, "This model's maximum context length is 4096 tokens.")]
-        refusal = worker.answer(asked)
+        refusal, = worker.answer(asked)
     finally:
         server.close()
     assert refusal["refused"] and not refusal["failed"]

@@ -15,6 +15,8 @@ from vidprep.evaluation.benchmarks.nextqa import nextqa_results
 CAUSAL_VIDQA_QUESTIONS = [("D", "descriptive", "answer"), ("E", "explanatory", "answer"),
                           ("PA", "predictive", "answer"), ("PR", "predictive", "reason"),
                           ("CA", "counterfactual", "answer"), ("CR", "counterfactual", "reason")]
+# The answer questions that carry their unit's reasons, for a method that picks both in one reply.
+ANSWERS_WITH_REASONS = ("PA", "CA")
 
 
 class _VideoListUnpickler(pickle.Unpickler):
@@ -27,7 +29,9 @@ def load(qa_dir: str, video_dir: str, split: str | None = None) -> list[Question
     [5]}}) and {video}/answer.json ({kind: {answer, reason}}), for the videos of `split` (its split
     file, a pickled list of video ids; read without running code) or every folder. The reason question
     of the predictive and counterfactual kinds asks the same question with the reasons as its
-    choices; it is scored with its answer question as one unit, right only when both are."""
+    choices; it is scored with its answer question as one unit, right only when both are. The answer
+    question also carries the reasons, so a method that picks both in one reply (TraveLER's public code)
+    answers the unit at once."""
     if split:
         try:
             with open(split, "rb") as f:
@@ -43,10 +47,11 @@ def load(qa_dir: str, video_dir: str, split: str | None = None) -> list[Question
         text, answers = (read_json(Path(qa_dir) / video / name) for name in ("text.json", "answer.json"))
         try:
             for k, (qtype, kind, field) in enumerate(CAUSAL_VIDQA_QUESTIONS):
+                reasons = list(text[kind]["reason"]) if qtype in ANSWERS_WITH_REASONS else []
                 questions.append(Question(
                     qid=f"{video}_{k}", video=video_path(video_dir, video), task="mcq", question=text[kind]["question"],
                     choices=list(text[kind][field]), answer=int(answers[kind][field]), qtype=qtype,
-                    categories=[kind], unit=f"{video}_{kind}"))
+                    categories=[kind], unit=f"{video}_{kind}", reasons=reasons))
         except (KeyError, TypeError, ValueError) as error:
             raise ManifestError(f"{Path(qa_dir) / video}: not a Causal-VidQA question folder ({error})") from error
     return questions
