@@ -145,11 +145,14 @@ class AnswerWorker:
         self.llm = instantiate(cfg.llm.client)
         self.agent = instantiate(cfg.method, llm=self.llm)
         self.vision = instantiate(cfg.vision)
-        # None where the plan embeds no frames (search then has nothing to search).
+        # None where the method reads no frame embeddings (it then never embeds a query).
         self.text_embedder = instantiate(embedder) if embedder else None
         for component in (self.agent, self.vision, self.text_embedder):
             if component is not None:
                 component.setup(self.context)
+        if self.text_embedder is not None:
+            # Loaded now rather than by the first search: questions waiting on a load keep no request in flight.
+            self.text_embedder.embed_texts(["a query"])
         self.search_mode = cfg.search.mode
         # How many of a segment's frames its caption was made from (`Plan.frames_per_caption`).
         self.caption_frames = caption_frames
@@ -356,7 +359,8 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
         init_ray(cfg.ray)
         board = QuestionsUnderWay.remote()
         worker_args = dict(cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), settings=settings, keys=keys,
-                           key=key, embedder=plan.configs.get(FRAME_EMBEDDINGS.stage, {}).get("embedder"),
+                           key=key, embedder=plan.configs[FRAME_EMBEDDINGS.stage]["embedder"]
+                           if FRAME_EMBEDDINGS.stage in keys else None,
                            caption_frames=plan.frames_per_caption, board=board,
                            api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
         # One question per batch, so each finished question shows in the progress as it finishes. Where
