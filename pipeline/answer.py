@@ -208,10 +208,10 @@ class AnswerWorker:
             "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens,
             "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started})]
         if row.get("reason_json"):
-            # Its calls, frames and seconds are the answer question's, counted there once.
+            # Answered from the same frames; its calls and seconds are the answer question's, counted there once.
             outcomes.append(self._record(row["reason_json"], row["video_id"], prediction.reason, prediction, {
                 "trace_json": json.dumps([{"step": 0, "kind": "answered_with", "qid": question.qid}]),
-                "visited": [], "llm_calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                "visited": tools.visited, "llm_calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0,
                 "usage_json": "{}", "seconds": 0.0}))
         return outcomes
 

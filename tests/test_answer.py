@@ -632,6 +632,7 @@ def test_traveler_picks_a_causal_vidqa_answer_and_its_reason_in_one_reply_and_ot
         assert json.loads(rows[reason_qid]["prediction_json"]) == decided["reply"]["reason"]
         assert json.loads(rows[reason_qid]["trace_json"]) == [{"step": 0, "kind": "answered_with", "qid": answer_qid}]
         assert rows[reason_qid]["llm_calls"] == 0 and rows[answer_qid]["llm_calls"] > 0
+        assert rows[reason_qid]["visited"] == rows[answer_qid]["visited"] != []
     # Four traversals, not six: the reason questions asked no call of their own.
     assert sum(r["llm_calls"] for r in rows.values()) == joint.llm_calls == requests
     assert not any("Reasons:" in s["prompt"][1]["content"] for r in ("scenes_0", "scenes_1")
