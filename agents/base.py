@@ -228,8 +228,9 @@ class Agent(Component):
 
     def stages_read(self) -> frozenset[str] | None:
         """The precompute stages whose artifacts it reads through the tools, with VISION where it asks
-        the vision backend, whose own reads then join (None: any stage). Only these must be complete to
-        answer, and only their keys are part of the run's key; the tools refuse to read any other."""
+        the vision backend, whose own reads then join, and TEXT_QUERIES where it searches frames by text
+        (None: any stage). Only these must be complete to answer, and only their keys are part of the
+        run's key; the tools refuse to read any other."""
         return None
 
     @property

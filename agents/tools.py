@@ -21,7 +21,7 @@ from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES,
 from vidprep.store.keys import CAPTIONS_ONLY
 from vidprep.store.store import Store
 from vidprep.conf.checks import ArtifactMissing
-from vidprep.agents.vision import VISION, VisionQuestion
+from vidprep.agents.vision import TEXT_QUERIES, VISION, VisionQuestion
 from vidprep.stages.base import evenly_spaced
 
 
@@ -245,7 +245,7 @@ class VideoTools:
         return {index: float(vector @ query_vector / (np.linalg.norm(vector) or 1.0))
                 for index, (vector, _) in self._embedded(frames).items()}
 
-    @tool(reads=("frame_embeddings",))
+    @tool(reads=("frame_embeddings", TEXT_QUERIES))
     def search_frames(self, query: str, k: int = 5) -> ToolResult:
         """The k stored frames that best match a text query, in time order, with similarity scores."""
         vector = self.text_embedder.embed_texts([query])[0]

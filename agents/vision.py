@@ -22,6 +22,9 @@ from vidprep.stages.prompts import load_prompt, prompt_hash
 
 # In what a method reads: the vision backend's reads (`reads` of StoredDescriptions or VisionLanguageModel).
 VISION = "vision"
+# In what a method reads: text queries embedded in the frame embeddings' space (the answer actor then loads
+# the text model before its first question, not during it).
+TEXT_QUERIES = "text queries"
 
 
 def stages_read(method_reads: frozenset[str] | None, vision) -> frozenset[str] | None:

@@ -29,7 +29,7 @@ from vidprep.evaluation.benchmarks import first_per_type
 from vidprep.evaluation.scoring import NAMED_PROBLEMS, is_failure, is_refused, problem_lines
 from vidprep.evaluation.tracking import provenance, run_settings
 from vidprep.agents.base import Question
-from vidprep.agents.vision import stages_read
+from vidprep.agents.vision import TEXT_QUERIES, stages_read
 from vidprep.stages.media.files import is_uri
 from vidprep.stages.base import Resources
 from vidprep.stages.context import Usage, WorkerContext, counted
@@ -130,12 +130,13 @@ def under_way(board, results: list[dict]) -> str:
 
 
 class AnswerWorker:
-    """One actor: builds the method, its LLM client, the vision backend and the text embedder once, and
-    sets them up with the actor's context. Every REPORT_S it tells `board` (a QuestionsUnderWay) what its
+    """One actor: builds the method, its LLM client, the vision backend and the text embedder once (its
+    text model loaded at once where the method `searches` frames by text), and sets them up with the
+    actor's context. Every REPORT_S it tells `board` (a QuestionsUnderWay) what its
     questions under way are doing."""
 
     def __init__(self, cfg_yaml: str, settings: StoreSettings, keys: dict, key: str, embedder: dict | None,
-                 caption_frames: int | None, api_keys: dict | None = None, board=None):
+                 caption_frames: int | None, api_keys: dict | None = None, board=None, searches: bool = False):
         os.environ.update(api_keys or {})
         cfg = OmegaConf.create(cfg_yaml)
         self.context, self.keys, self.key = WorkerContext(settings.open()), keys, key
@@ -150,7 +151,7 @@ class AnswerWorker:
         for component in (self.agent, self.vision, self.text_embedder):
             if component is not None:
                 component.setup(self.context)
-        if self.text_embedder is not None:
+        if searches and self.text_embedder is not None:
             # Loaded now rather than by the first search: questions waiting on a load keep no request in flight.
             self.text_embedder.embed_texts(["a query"])
         self.search_mode = cfg.search.mode
@@ -362,6 +363,7 @@ def answer(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) 
                            key=key, embedder=plan.configs[FRAME_EMBEDDINGS.stage]["embedder"]
                            if FRAME_EMBEDDINGS.stage in keys else None,
                            caption_frames=plan.frames_per_caption, board=board,
+                           searches=read is None or TEXT_QUERIES in read,
                            api_keys=api_keys(OmegaConf.to_container(cfg, resolve=True)))
         # One question per batch, so each finished question shows in the progress as it finishes. Where
         # the endpoint takes several requests at once, an actor answers twice as many questions at once

@@ -11,7 +11,7 @@ import time
 import traceback
 
 from vidprep.stages.base import Stage
-from vidprep.stages.context import WorkerContext
+from vidprep.stages.context import WorkerContext, counted
 from vidprep.stages.media import VideoError
 from vidprep.store.artifacts import Artifact
 from vidprep.store.keys import row_id
@@ -74,13 +74,14 @@ def run_stage(context: WorkerContext, stage: Stage, key: str, inputs: list[tuple
         outcomes.append(outcome)
         if (video["video_id"], key) in done:
             continue
-        calls_before = context.usage.calls
-        try:
-            outcome.rows = _run_video(store, stage, key, inputs, video, done, writes, node_id, run_id)
-        except Exception as error:  # noqa: BLE001 - the video's failure; the other videos go on
-            writes.drop(video["video_id"])
-            outcome.rows, outcome.error = 0, error
-        outcome.llm_calls = context.usage.calls - calls_before
+        # Its own calls only: an actor may run other groups' videos at once.
+        with counted() as used:
+            try:
+                outcome.rows = _run_video(store, stage, key, inputs, video, done, writes, node_id, run_id)
+            except Exception as error:  # noqa: BLE001 - the video's failure; the other videos go on
+                writes.drop(video["video_id"])
+                outcome.rows, outcome.error = 0, error
+        outcome.llm_calls = sum(u.calls for u in used.values())
     try:
         writes.write()
     except Exception:  # noqa: BLE001 - one video's rows are refused: write each video apart to find it

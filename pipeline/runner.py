@@ -208,8 +208,13 @@ def stage_maps(ds, cfg: DictConfig, plan: Plan, settings: StoreSettings, run_id:
         args = dict(settings=settings, name=name, config=plan.configs[name], keys=plan.keys,
                     inputs=plan.inputs(name), run_id=run_id)
         if plan.stages[name].stateful:
+            # A stage whose endpoint takes several requests at once runs several groups at once, so that other
+            # groups fill the slots a group leaves empty at its start and end (a summary's last rounds ask 1-5
+            # requests): one group per 8 slots, at least 2 (docs/benchmark.md measures 1, 2 and 4 groups).
+            slots = plan.stages[name].requests_at_once()
+            calls = max(2, slots // 8) if slots > 1 else 1
             ds = pool_map(ds, ModelStageWorker, name, args | {"api_keys": api_keys(plan.configs[name])}, resources,
-                          cfg.ray.gpu_memory_gb, batch_size=None)
+                          cfg.ray.gpu_memory_gb, calls_per_actor=calls, batch_size=None)
         else:
             ds = ds.map_batches(_named(run_stateless, name), fn_kwargs=args, batch_size=None, batch_format="pyarrow",
                                 **ray_args(resources, cfg.ray.gpu_memory_gb))

@@ -1,7 +1,8 @@
 """The lifecycle of everything a worker runs: stages, methods, vision backends, models and LLM clients
 are components, built from config, then `setup(context)` once in the worker that runs them and
-`teardown()` when it is done. The context is the worker's: its store handle, its usage counters and
-its cache of model outputs; no component opens a store or counts in a global of its own.
+`teardown()` when it is done. The context is the worker's: its store handle and its cache of model
+outputs; no component opens a store of its own. LLM calls count in the usage scopes (`counted`) open
+where they are made.
 """
 
 import dataclasses
@@ -95,8 +96,6 @@ class WorkerContext:
 
     # None: nothing is cached or kept (a component used on its own).
     store: Store | None = None
-    # Every LLM call made by the worker's components, so the executor can count a stage's calls.
-    usage: Usage = dataclasses.field(default_factory=Usage)
     readings: StoredReadings = dataclasses.field(init=False)
 
     def __post_init__(self):
@@ -119,6 +118,10 @@ class Component:
     def teardown(self) -> None:
         for part in _parts(self):
             part.teardown()
+
+    def requests_at_once(self) -> int:
+        """How many requests the endpoints it calls take from it at once (1: it calls none)."""
+        return max((part.requests_at_once() for part in _parts(self)), default=1)
 
     def key_params(self) -> dict:
         """What of this component changes a stage's output, for the key of a stage that runs it."""

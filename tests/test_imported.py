@@ -216,7 +216,8 @@ def test_a_corrected_annotation_is_answered_and_scored_anew(imported, tmp_path):
 
 def test_answering_with_other_llm_settings_than_the_import_names_import_captions(imported):
     cfg, _, _, _ = imported
-    other = nextqa_config(cfg.store.uri, cfg.dataset.root, "method=random", "answer.limit=1",
+    # VideoAgent2 reads the summary, which the import wrote with the import's LLM.
+    other = nextqa_config(cfg.store.uri, cfg.dataset.root, "method=videoagent2", "answer.limit=1",
                           "llm.client.model=another-model")
     with pytest.raises(ArtifactMissing, match=r"Run `vidprep import-captions` with the same dataset, stages and model"):
         answer(other)

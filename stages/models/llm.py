@@ -144,17 +144,15 @@ class LLMClient(Component):
         # Requests in flight to this endpoint at most, shared with every client of it on this machine (the
         # actors of every pool, other jobs: `endpoint_slots`); `in_flight` runs that many at once.
         self.concurrency = concurrency
-        # The store holding the reply cache (None: no persistent cache) and the counters every call adds
-        # to: this client's own, and the worker's once set up.
+        # The store holding the reply cache (None: no persistent cache); every call also counts in the
+        # usage scopes open where it is made (`counted`).
         self.store = None
         self.usage = Usage()
-        self._counters = (self.usage,)
         self._slots = endpoint_slots(base_url, concurrency)
         self._client = None
 
     def setup(self, context: WorkerContext) -> None:
         self.store = context.store if self.cache else None
-        self._counters = (self.usage, context.usage)
 
     def teardown(self) -> None:
         if self._client is not None:
@@ -254,6 +252,9 @@ class LLMClient(Component):
             self.store.llm_remember(key, self.model, text, prompt_tokens, completion_tokens)
         return text
 
+    def requests_at_once(self) -> int:
+        return self.concurrency
+
     def in_flight(self, request: Callable, items: Iterable) -> Iterator:
         """`request(item)` for every item, up to `concurrency` at once, yielded in the items' order as
         they come (the first error raised, as one after another would). Items are read as requests free
@@ -329,11 +330,10 @@ class LLMClient(Component):
             return self._openai().chat.completions.create(messages=messages, **params)
 
     def _count(self, **used: int) -> None:
-        """Add to this client's usage and the worker's (a call that ended in an error counts in a
-        question's cost too)."""
+        """Add to this client's usage and to the usage scopes open where the call was made (a call that
+        ended in an error counts in a question's cost too)."""
         with _BOOKKEEPING:
-            for counter in self._counters:
-                counter.add(**used)
+            self.usage.add(**used)
             count_in_scopes(self.model, **used)
 
     def _wait(self, retry_state: tenacity.RetryCallState) -> float:
