@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from vidprep.conf.checks import Range
 from vidprep.stages.context import Component, Usage, counted
 from vidprep.stages.models.llm import LLMClient, LLMError
-from vidprep.agents.vision import VISION, VisionQuestion
+from vidprep.agents.vision import VisionQuestion
 
 # The stages whose artifacts are captions (the summary is written from them).
 CAPTION_STAGES = frozenset({"segment_captions", "frame_captions", "summary"})
