@@ -37,7 +37,7 @@ class DirectAnswer(Agent):
         self.name = "direct_transcript" if transcript else "direct"
 
     def stages_read(self) -> frozenset[str]:
-        return frozenset({"frames", VISION} | ({"transcript"} if self.transcript else set()))
+        return frozenset({"frames", VISION}) | (VIDEO_TOOLS["transcript"].reads if self.transcript else frozenset())
 
     def solve(self, question, tools, trace: Trace):
         frames = tools.evenly_spaced_frames(self.frames)

@@ -203,21 +203,22 @@ class AnswerWorker:
         used = sum(per_model.values(), Usage())
         by_model = {model: {"calls": u.calls, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
                     for model, u in per_model.items()}
-        outcomes = [self._record(row["question_json"], row["video_id"], prediction.answer, prediction, {
+        outcomes = [self._record(question, row["question_json"], row["video_id"], prediction.answer, prediction, {
             "trace_json": json.dumps(prediction.trace, ensure_ascii=False, default=str),
             "visited": tools.visited, "llm_calls": used.calls, "cache_hits": used.cache_hits,
             "prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens,
             "usage_json": json.dumps(by_model), "seconds": time.monotonic() - started})]
         if row.get("reason_json"):
             # Answered from the same frames; its calls and seconds are the answer question's, counted there once.
-            outcomes.append(self._record(row["reason_json"], row["video_id"], prediction.reason, prediction, {
+            reason = Question(**json.loads(row["reason_json"]))
+            outcomes.append(self._record(reason, row["reason_json"], row["video_id"], prediction.reason, prediction, {
                 "trace_json": json.dumps([{"step": 0, "kind": "answered_with", "qid": question.qid}]),
                 "visited": tools.visited, "llm_calls": 0, "cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0,
                 "usage_json": "{}", "seconds": 0.0}))
         return outcomes
 
-    def _record(self, question_json: str, video_id: str, answer, prediction, costs: dict) -> dict:
-        question = Question(**json.loads(question_json))
+    def _record(self, question: Question, question_json: str, video_id: str, answer, prediction,
+                costs: dict) -> dict:
         self.store.record_prediction({
             "run_key": self.key, "qid": question.qid, "video_id": video_id, "method": self.agent.name,
             "task": question.task, "qtype": question.qtype, "question_json": question_json,

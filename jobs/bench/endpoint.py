@@ -204,26 +204,25 @@ def figures(run: BenchRun) -> list[Figure]:
     figures = []
     try:
         for concurrency in CONCURRENCY:
-            common = [f"store.uri={run.work / 'endpoint-store'}", "dataset=folder", f"dataset.questions.path={questions}", f"+dataset.questions.video_dir={folder}",
-                      "ray.progress_bars=false", "llm=openai", f"llm.client.base_url={endpoint.base_url}",
+            common = [f"store.uri={run.work / 'endpoint-store'}", "dataset=folder", f"dataset.questions.path={questions}",
+                      f"+dataset.questions.video_dir={folder}", "ray.progress_bars=false", "llm=openai", f"llm.client.base_url={endpoint.base_url}",
                       "llm.client.cache=false", f"llm.client.concurrency={concurrency}",
                       # A model name per concurrency: every run asks its own requests.
                       f"llm.client.model=bench-{concurrency}", "describer=vlm", "stages.segments.seconds=2",
                       *run.overrides]
-            ideal = concurrency / LATENCY_S
-            for videos, manifest in ((1, folder), (DATASET_VIDEOS, dataset)):
+
+            def measured(what: str, job, overrides: list[str]) -> Figure:
                 endpoint.reset()
-                precompute(load_config([*common, f"dataset.manifest={manifest}"]))
-                figures.append(Figure(f"endpoint requests/s, precompute describer=vlm, {videos} x "
-                                      f"{VIDEO_SECONDS / videos / 60:g}-minute video, concurrency {concurrency}",
-                                      f"ideal: {concurrency} in flight / {LATENCY_S} s", ideal, endpoint.rate(),
-                                      "req/s", ">= 0.8"))
-            for method in ("llovi", "videoagent2"):
-                endpoint.reset()
-                answer(load_config([*common, f"dataset.manifest={folder}", f"method={method}"]))
-                figures.append(Figure(f"endpoint requests/s, answer {method}, concurrency {concurrency}",
-                                      f"ideal: {concurrency} in flight / {LATENCY_S} s", ideal, endpoint.rate(),
-                                      "req/s", ">= 0.8"))
+                job(load_config([*common, *overrides]))
+                return Figure(f"endpoint requests/s, {what}, concurrency {concurrency}",
+                              f"ideal: {concurrency} in flight / {LATENCY_S} s", concurrency / LATENCY_S,
+                              endpoint.rate(), "req/s", ">= 0.8")
+
+            figures += [measured(f"precompute describer=vlm, {videos} x {VIDEO_SECONDS / videos / 60:g}-minute video",
+                                 precompute, [f"dataset.manifest={manifest}"])
+                        for videos, manifest in ((1, folder), (DATASET_VIDEOS, dataset))]
+            figures += [measured(f"answer {method}", answer, [f"dataset.manifest={folder}", f"method={method}"])
+                        for method in ("llovi", "videoagent2")]
     finally:
         endpoint.close()
     return figures
