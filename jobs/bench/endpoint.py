@@ -215,7 +215,8 @@ def figures(run: BenchRun) -> list[Figure]:
                 endpoint.reset()
                 job(load_config([*common, *overrides]))
                 return Figure(f"endpoint requests/s, {what}, concurrency {concurrency}",
-                              f"ideal: {concurrency} in flight / {LATENCY_S} s", concurrency / LATENCY_S,
+                              f"ideal: {concurrency} in flight / {LATENCY_S} s (peak: {endpoint.peak} in flight)",
+                              concurrency / LATENCY_S,
                               endpoint.rate(), "req/s", ">= 0.8")
 
             figures += [measured(f"precompute describer=vlm, {videos} x {VIDEO_SECONDS / videos / 60:g}-minute video",
