@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from vidprep.store.artifacts import FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS, Frame, FrameCaption
+from vidprep.store.artifacts import (FRAME_CAPTIONS, SEGMENT_CAPTIONS, SUMMARIES, TRANSCRIPTS, Frame, FrameCaption,
+                                     SegmentCaption, TranscriptSegment)
 from vidprep.store.keys import CAPTIONS_ONLY
 from vidprep.store.store import Store
 from vidprep.conf.checks import ArtifactMissing
@@ -138,9 +139,11 @@ def _mean(values: list[float], empty: float = 0.0) -> float:
 class VideoTools:
     """Tools over one video, or over a clip of it (`clip`: (start, end) seconds, a question about part of
     the video such as STAR's), which they present as the whole video: times from its start, its length
-    as the duration, as the papers trim the clip before they sample it. `visited` keeps every time a
-    tool looked at, in the video's own time, in order. The agent sets `trace` to the question's trace
-    before it starts. A subclass's own tools join `VIDEO_TOOLS` when it is defined."""
+    as the duration, as the papers trim the clip before they sample it. Nothing made from outside the
+    clip reaches it: a segment caption only if all its frames lie inside, the words said inside, no
+    summary of the whole video. `visited` keeps every time a tool looked at, in the video's own time, in
+    order. The agent sets `trace` to the question's trace before it starts. A subclass's own tools join
+    `VIDEO_TOOLS` when it is defined."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -190,12 +193,22 @@ class VideoTools:
         """The video's frame times in order, read once per question."""
         return [f.timestamp for f in self.store.frame_index(self.video_id, self._key("frames"))]
 
-    def _read_captions(self, captions: list) -> None:
-        """The frames the segment captions were made from, as viewed (in the video's own time)."""
-        times = self._frame_times if captions else []
+    def _made_from(self, caption: SegmentCaption) -> list[float]:
+        """The times of the frames a segment caption was made from (in the video's own time)."""
+        times = self._frame_times
+        inside = times[bisect.bisect_left(times, caption.start):bisect.bisect_left(times, caption.end)]
+        return evenly_spaced(inside, self.caption_frames) if self.caption_frames else inside
+
+    def _read_captions(self, captions: list[SegmentCaption]) -> None:
+        """The frames the segment captions were made from, as viewed."""
         for caption in captions:
-            inside = times[bisect.bisect_left(times, caption.start):bisect.bisect_left(times, caption.end)]
-            self.visited.extend(evenly_spaced(inside, self.caption_frames) if self.caption_frames else inside)
+            self.visited.extend(self._made_from(caption))
+
+    def _told_of_clip(self, caption: SegmentCaption) -> bool:
+        """Whether a caption tells of the clip only: every frame it was made from lies inside it. One made
+        across the clip's edge would show the question what it is not about, the future included."""
+        made_from = self._made_from(caption) or [caption.start, caption.end]
+        return all(self.start <= t <= self.end for t in made_from)
 
     def _inside(self, rows: list) -> list:
         """Rows with a `start` and `end` that overlap the clip, their times from its start and cut to it."""
@@ -264,6 +277,8 @@ class VideoTools:
         """Captions of the segments between two times in seconds (end -1: the video's end)."""
         end = self.duration if end < 0 else end
         stored = self.store.read(SEGMENT_CAPTIONS, self.video_id, self._key("segment_captions"))
+        if self._within is not None:
+            stored = [c for c in stored if self._told_of_clip(c)]
         read = [(row, c) for row in stored for c in self._inside([row]) if c.end > start and c.start <= end]
         self._read_captions([row for row, _ in read])
         captions = [c for _, c in read]
@@ -278,8 +293,10 @@ class VideoTools:
         if self._captions_only:
             return ToolResult("(no transcript was made: this store holds the video's published captions, not "
                               "its audio)", 0.0)
-        segments = self._inside(self.store.read(TRANSCRIPTS, self.video_id, self._key("transcript")))
-        spoken = [s for s in segments if s.end > start and s.start <= end]
+        stored = self.store.read(TRANSCRIPTS, self.video_id, self._key("transcript"))
+        if self._within is not None:
+            stored = [s for s in map(self._said_in_clip, stored) if s is not None]
+        spoken = [s for s in self._inside(stored) if s.end > start and s.start <= end]
         if not spoken:
             detail = self.store.detail(self.video_id, self._key("transcript"))
             # No audio track is a fact of the file; speech not found may be speech the voice detector missed.
@@ -289,10 +306,23 @@ class VideoTools:
         lines = [f"[{s.start:.1f}-{s.end:.1f}s] {s.text}" for s in spoken]
         return ToolResult("\n".join(lines), _mean(words, 0.5), [s.start for s in spoken])
 
+    def _said_in_clip(self, segment: TranscriptSegment) -> TranscriptSegment | None:
+        """A transcript segment cut to the words said inside the clip (None: none are)."""
+        if self.start <= segment.start and segment.end <= self.end:
+            return segment
+        words = [w for w in segment.words if self.start <= w["start"] and w["end"] <= self.end]
+        if not words:
+            return None
+        return replace(segment, start=words[0]["start"], end=words[-1]["end"], words=words,
+                       text=" ".join(w["word"] for w in words))
+
     @tool(reads=("summary", "segment_captions", "frames"))
     def summary(self) -> ToolResult:
-        """The summary of the whole video written at precompute time (of the whole video also when a
-        question is about a clip of it)."""
+        """The summary of the whole video written at precompute time."""
+        if self._within is not None:
+            # It was written from every caption of the video: it would tell a clip's question what follows it.
+            return ToolResult("(no summary: the question is about part of the video, and the stored summary "
+                              "tells of all of it)", 0.0)
         text = self.store.read(SUMMARIES, self.video_id, self._key("summary"))[0].summary
         captions = self.store.read(SEGMENT_CAPTIONS, self.video_id, self._key("segment_captions"))
         # The summary was written from every caption: it tells of every captioned frame.

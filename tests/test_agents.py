@@ -17,6 +17,7 @@ from vidprep.agents.videoagent2 import VideoAgent2
 from vidprep.agents.vision import StoredDescriptions, VisionLanguageModel, stages_read
 from vidprep.conf.checks import ArtifactMissing
 from vidprep.stages.models.llm import LLMClient
+from vidprep.store.artifacts import SEGMENT_CAPTIONS, TRANSCRIPTS
 from vidprep.store.keys import content_id
 from vidprep.jobs.bench.endpoint import ScriptedEndpoint
 from tests.conftest import SCRIPTED_PROFILE
@@ -552,10 +553,21 @@ def test_a_question_about_a_clip_is_shown_the_clip_as_the_whole_video(setting, s
     assert clip.frames_at([100.0])[0].timestamp == frames[-1].timestamp
     hits = clip.search_frames("Egyptian cat", k=10)
     assert hits.timestamps and all(0.0 <= t <= 4.0 for t in hits.timestamps) and all(8.0 <= t <= 12.0 for t in clip.visited)
-    assert clip.segment_captions().text.splitlines()[0].startswith("[0-2s]")
-    # The speech (0.7-7.8 s in the transcript) seen from a clip that starts at 4 s.
+    # A segment caption reaches a clip only when every frame it was made from lies inside: neither of the
+    # sample's segments (0-10 s, 10-16 s) lies inside 8-12 s; from 9 s on, the second one does.
+    assert clip.segment_captions().text == "no segment in that range"
+    late = VideoTools(tools.store, tools.keys, tools.video_id, tools.text_embedder, tools.vision, clip=(9.0, 16.0))
+    second = tools.store.read(SEGMENT_CAPTIONS, tools.video_id, tools.keys["segment_captions"])[1]
+    assert late.segment_captions().text == f"[1-7s] {second.caption}" and min(late.visited) >= 10.0
+    # The summary tells of the whole video, the future of a clip included.
+    assert late.summary().text.startswith("(no summary") and late.summary().confidence == 0.0
+    # The speech (one segment at 0.7-7.8 s) seen from a clip that starts at 4 s: only the words said in it.
+    said = [w for s in tools.store.read(TRANSCRIPTS, tools.video_id, tools.keys["transcript"]) for w in s.words
+            if 4.0 <= w["start"] and w["end"] <= 8.0]
     speech = VideoTools(tools.store, tools.keys, tools.video_id, tools.text_embedder, tools.vision, clip=(4.0, 8.0)).transcript()
-    assert speech.text.startswith("[0.0-3.8s] Hello and welcome")
+    assert said and speech.text == (f"[{said[0]['start'] - 4:.1f}-{said[-1]['end'] - 4:.1f}s] "
+                                    + " ".join(w["word"] for w in said))
+    assert "Hello" not in speech.text
     captions = clip.frame_captions()
     assert [c.position for c in captions] == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert all(0.0 <= c.timestamp <= 4.0 and c.caption for c in captions)
@@ -583,11 +595,9 @@ def test_traveler_on_a_clip_starts_from_captions_of_the_clip_and_views_only_its_
     # The memory starts from captions at 0, .25, .5, .75 and 1 of the 4 s clip, keyed in the clip's time.
     assert list(prediction.trace[kinds(prediction).index("memory")]["memory"]) == ["0.0", "1.0", "2.0", "3.0", "4.0"]
     assert "Video length: 4.0 s" in server.requests[0]["messages"][1]["content"]
-    # Every frame it looked at, the retrieved window at 1-3 s of the clip included, is one of the clip's. The
-    # stored descriptions it read include the captions of the two segments the clip overlaps, each made
-    # from frames of its whole segment (0, 4, 9 and 10, 12, 15): those count as viewed too.
-    looked = {t for t in clip.visited if not 8.0 <= t <= 12.0}
-    assert {9.0, 10.0, 11.0} <= set(clip.visited) and looked <= {0.0, 4.0, 9.0, 10.0, 12.0, 15.0}, clip.visited
+    # Every frame it looked at, the retrieved window at 1-3 s of the clip included, is one of the clip's: the
+    # captions of the two segments the clip overlaps were made from frames outside it too, so it is not shown them.
+    assert {9.0, 10.0, 11.0} <= set(clip.visited) and all(8.0 <= t <= 12.0 for t in clip.visited), clip.visited
 
 
 @pytest.mark.parametrize("method", ["caviar", "traveler"])

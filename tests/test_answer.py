@@ -470,33 +470,36 @@ def test_a_star_question_is_answered_from_its_clip_and_a_clip_past_the_video_is_
     cfg, _, _ = precomputed
     # A copy: this run stays out of the store the other tests evaluate.
     shutil.copytree(cfg.store.uri, tmp_path / "db")
-    # A STAR row about the coffee scene (8-12 s) of the sample's scenes.mp4, as if it were a Charades video.
+    # A STAR row about the coffee scene (9-16 s) of the sample's scenes.mp4, as if it were a Charades video.
     row = {"question_id": "Interaction_T1_1", "question": "Which object was on the table?", "video_id": "scenes",
-           "start": 8.0, "end": 12.0, "answer": "The cup.",
+           "start": 9.0, "end": 16.0, "answer": "The cup.",
            "choices": [{"choice_id": k, "choice": c} for k, c in
                        enumerate(["The cat.", "The cup.", "The rocket.", "The astronaut."])]}
     path = tmp_path / "STAR_val.json"
 
     def star_config(method: str = "direct"):
+        # STAR's own segments are 2 s long; the store holds the sample's, of 10 s.
         return load_config([f"store.uri={tmp_path / 'db'}", "dataset=star", f"dataset.questions.json_path={path}",
-                            f"dataset.questions.video_dir={sample_dir}", "ray.progress_bars=false", f"method={method}"])
+                            f"dataset.questions.video_dir={sample_dir}", "ray.progress_bars=false", f"method={method}",
+                            "stages.segments.seconds=10"])
 
     path.write_text(json.dumps([row]))
     summary = answer(star_config())
     assert (summary.answered, summary.failed) == (1, 0)
     store = StoreSettings.from_config(star_config().store).open()
     stored = store.predictions([summary.run_key])[0]
-    assert stored["visited"] and all(8.0 <= t <= 12.0 for t in stored["visited"])
+    assert stored["visited"] and all(9.0 <= t <= 16.0 for t in stored["visited"])
     asked = json.dumps(json.loads(stored["trace_json"])[-1]["prompt"])
-    assert "Video length: 4.0 s" in asked and "t=0.0s" in asked
-    # LLoVi reads the segment captions (0-10 s, 10-16 s), shown from the clip's start; the report puts the
-    # frames of its steps back at the video's times and draws the clip asked about.
+    assert "Video length: 7.0 s" in asked and "t=0.0s" in asked
+    # LLoVi reads the caption of the segment inside the clip (10-16 s), shown from the clip's start, and not
+    # the one made from frames before it (0-10 s); the report puts the frames of its steps back at the
+    # video's times and draws the clip asked about.
     llovi = answer(star_config("llovi"))
     captions = next(s for s in json.loads(store.predictions([llovi.run_key])[0]["trace_json"]) if s.get("tool"))
-    assert captions["result"].startswith("[0-2s]") and captions["visited"] == [0.0, 2.0]
+    assert captions["result"].startswith("[1-7s]") and captions["visited"] == [1.0], captions
     ReportWriter(store, tmp_path / "report").write([llovi.run_key])
     page = (tmp_path / "report" / question_file({"run_key": llovi.run_key, "qid": row["question_id"]})).read_text()
-    assert "asked clip" in page and re.findall(r'data-t="([0-9.]+)"', page)[:2] == ["8.00", "10.00"]
+    assert "asked clip" in page and re.findall(r'data-t="([0-9.]+)"', page)[:1] == ["10.00"]
     path.write_text(json.dumps([{**row, "start": 20.0, "end": 30.0}]))
     with pytest.raises(ManifestError, match=r"question Interaction_T1_1: its clip \[20.0, 30.0\] starts after its "
                                             r"video .*scenes.mp4 ends \(16.0 s\)"):
