@@ -423,9 +423,21 @@ def test_star_loads_its_released_layout_and_reports_the_mean_of_its_types(tmp_pa
     # Over questions 2/3; STAR's "Mean" is the mean of its types' accuracies: (1 + 1/2) / 2.
     assert entry["score"] == pytest.approx(2 / 3) and entry["mean of categories"] == pytest.approx(0.75)
     assert "mean of categories" not in report(prediction_rows(questions, [0, 1, 2]))["tasks"]["mcq"]
-    # STAR_test.json withholds the answer: its questions load unscored.
-    (tmp_path / "STAR_test.json").write_text(json.dumps([{k: v for k, v in q.items() if k != "answer"} for q in STAR_VAL]))
-    assert [q.answer for q in star.load(str(tmp_path / "STAR_test.json"), str(tmp_path))] == [None] * 3
+    # STAR_test.json withholds the answer: its questions load unscored. Its choices listed out of choice_id
+    # order show that the leaderboard file holds the id of the choice picked, not its place in the list.
+    shuffled = [{k: v for k, v in q.items() if k != "answer"} | {"choices": q["choices"][::-1]} for q in STAR_VAL]
+    (tmp_path / "STAR_test.json").write_text(json.dumps(shuffled))
+    test_split = star.load(str(tmp_path / "STAR_test.json"), str(tmp_path))
+    assert [q.answer for q in test_split] == [None] * 3
+    written = json.loads(star.BENCHMARK.leaderboards["star_test_predictions.json"](
+        prediction_rows(test_split, [2, 1, None])))
+    # The id as the scripts' loader (Flipped-VQA's STAR dataset) derives it: {choice_id: choice}, then the index.
+    ids = [next(c["choice_id"] for c in raw["choices"] if c["choice"] == q.choices[p])
+           for raw, q, p in zip(shuffled, test_split, [2, 1])]
+    assert ids == [2, 1] and written == {
+        "Interaction": [{"question_id": "Interaction_T1_4", "answer": 2}],
+        "Sequence": [{"question_id": "Sequence_T3_7", "answer": 1}, {"question_id": "Sequence_T1_9", "answer": -1}],
+        "Prediction": [], "Feasibility": []}
     (tmp_path / "bad.json").write_text(json.dumps([STAR_VAL[0], {**STAR_VAL[1], "answer": "Sat down."}]))
     with pytest.raises(ManifestError, match=r"bad.json: item 1: not a STAR question \(its answer 'Sat down.' is none"):
         star.load(str(tmp_path / "bad.json"), str(tmp_path))

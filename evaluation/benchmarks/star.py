@@ -1,9 +1,11 @@
 """STAR: STAR_{train,val}.json and Charades videos, each question about its clip; its headline is the
 mean of its four question types."""
 
+import json
+
 from vidprep.agents.base import Question
 from vidprep.conf.checks import ManifestError
-from vidprep.evaluation.benchmarks import Benchmark, read_json, video_path
+from vidprep.evaluation.benchmarks import Benchmark, json_file, read_json, video_path
 
 
 def load(json_path: str, video_dir: str) -> list[Question]:
@@ -34,5 +36,20 @@ def load(json_path: str, video_dir: str) -> list[Question]:
     return questions
 
 
-BENCHMARK = Benchmark("star", load, ("Interaction", "Sequence", "Prediction", "Feasibility"),
-                      headline="mean of categories")
+QUESTION_TYPES = ("Interaction", "Sequence", "Prediction", "Feasibility")
+
+
+def star_answers(rows: list[dict]) -> dict:
+    """The file STAR's EvalAI leaderboard takes, as the test-split scripts built on Flipped-VQA's STAR
+    loader write it: {question type: [{question_id, answer}]}, the answer the chosen choice's
+    `choice_id` (the loaders order choices by it); an invalid answer is -1, which no choice_id is."""
+    results: dict[str, list] = {kind: [] for kind in QUESTION_TYPES}
+    for row in rows:
+        category = json.loads(row["question_json"])["categories"][0]
+        results[category].append({"question_id": row["qid"],
+                                  "answer": json.loads(row["prediction_json"]) if row["valid"] else -1})
+    return results
+
+
+BENCHMARK = Benchmark("star", load, QUESTION_TYPES, headline="mean of categories",
+                      leaderboards={"star_test_predictions.json": json_file(star_answers)})
