@@ -1,5 +1,6 @@
 """`vidprep answer` and `vidprep evaluate` end to end with the real local LLM, on the sample questions."""
 
+import ast
 import csv
 import gzip
 import io
@@ -447,8 +448,6 @@ def test_star_loads_its_released_layout_and_reports_the_mean_of_its_types(tmp_pa
 
 
 def test_star_loads_real_rows_and_scores_as_its_reported_mean(tmp_path):
-    import ast
-
     # Real STAR val questions as TraveLER's public code redistributes them (a CSV of its own), written here
     # in STAR_val.json's layout: the answer a choice's text, the choices with their ids.
     with open(FIXTURES / "star_val_queries_head.csv", newline="") as f:
@@ -532,6 +531,34 @@ PERCEPTION_TEST = {
         {"id": 0, "question": "What will happen if the cup is pushed?", "options": ["it falls", "it stays",
          "it breaks"], "answer_id": 0, "area": "physics", "reasoning": "predictive", "tag": []}]},
 }
+
+
+def test_perception_test_real_test_questions_load_unscored_and_export_the_challenge_file(tmp_path):
+    # Real Perception Test test-split questions as TraveLER's public code lists them (a CSV of its own: options
+    # and video, no id, area or answer), written here in mc_question_test.json's layout. The CSV keeps each
+    # video's questions in order but not their ids: they are numbered in that order.
+    with open(FIXTURES / "perception_test_queries_head.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    test_file: dict = {}
+    for r in rows:
+        video = Path(r["video_name"]).stem
+        entry = test_file.setdefault(video, {"metadata": {"video_id": video, "split": "test"}, "mc_question": []})
+        entry["mc_question"].append({"id": len(entry["mc_question"]), "question": r["query"],
+                                     "options": ast.literal_eval(r["possible_answers"])})
+    (tmp_path / "mc_question_test.json").write_text(json.dumps(test_file))
+    questions = perception_test.load(str(tmp_path / "mc_question_test.json"), str(tmp_path))
+    assert [(q.question, q.choices) for q in questions] == [
+        (r["query"], ast.literal_eval(r["possible_answers"])) for r in rows]
+    assert questions[1].choices == ["no", "I don't know", "yes"] and questions[4].qid == "video_8257_0"
+    assert all(q.answer is None and q.video == str(tmp_path / f"{q.qid.rsplit('_', 1)[0]}.mp4") for q in questions)
+    predictions = prediction_rows(questions, [i % 3 for i in range(15)] + [None])
+    entry = report(predictions, benchmark=perception_test.BENCHMARK)["tasks"]["mcq"]
+    assert (entry["questions"], entry["scored"], entry["score"], entry["invalid"]) == (16, 0, None, 1)
+    written = json.loads(perception_test.BENCHMARK.leaderboards["perception_test_mc_results.json"](predictions))
+    assert {video: [a["id"] for a in answers] for video, answers in written.items()} == {
+        video: [mc["id"] for mc in entry["mc_question"]] for video, entry in test_file.items()}
+    assert written["video_6358"][2] == {"id": 2, "answer_id": 2, "answer": "The object rolls or slides."}
+    assert written["video_11136"][3] == {"id": 3, "answer_id": -1, "answer": ""}
 
 
 def test_perception_test_loads_its_released_layout_by_area_and_reasoning(tmp_path):
@@ -682,6 +709,34 @@ def test_egoschema_reads_its_real_files_and_exports_what_its_grader_reads(tmp_pa
     # The Kaggle competition's CSV (its README's Option A) holds the same answers.
     kaggle = list(csv.DictReader(io.StringIO(egoschema.BENCHMARK.leaderboards["egoschema_kaggle.csv"](rows))))
     assert {line["q_uid"]: int(line["answer"]) for line in kaggle} == graded and list(kaggle[0]) == ["q_uid", "answer"]
+
+
+def test_egoschema_released_rows_score_against_its_published_answers(tmp_path):
+    # Real EgoSchema questions in released order as TraveLER's public code lists all 5,031 (a CSV of its own),
+    # written here in questions.json's layout: its first 22 rows hold 6 of the 500 with a published answer.
+    with open(FIXTURES / "egoschema_all_queries_head.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    released = [{"q_uid": r["q_uid"], "question": r["query"],
+                 **{f"option {i}": o for i, o in enumerate(ast.literal_eval(r["possible_answers"]))}} for r in rows]
+    (tmp_path / "questions.json").write_text(json.dumps(released))
+    answers_path = FIXTURES / "egoschema_subset_answers.json"
+    questions = egoschema.load(str(tmp_path / "questions.json"), str(answers_path), str(tmp_path))
+    published = json.loads(answers_path.read_text())
+    scored = [q for q in questions if q.answer is not None]
+    assert len(questions) == 22 and len(scored) == 6 and all(q.answer == published[q.qid] for q in scored)
+    # Right on 4 of the 6 with an answer, one of them given an invalid answer: 4/6 over the scored.
+    predicted = [published.get(q.qid, 0) for q in questions]
+    wrong = [i for i, q in enumerate(questions) if q.answer is not None][-2:]
+    predicted[wrong[0]], predicted[wrong[1]] = (predicted[wrong[0]] + 1) % 5, None
+    entry = report(prediction_rows(questions, predicted), benchmark=egoschema.BENCHMARK)["tasks"]["mcq"]
+    assert (entry["questions"], entry["scored"], entry["invalid"]) == (22, 6, 1)
+    assert entry["score"] == pytest.approx(4 / 6)
+    # The draft fixture holds the first question's options in another order (tests/fixtures/README.md).
+    draft = next(q for q in json.loads((FIXTURES / "egoschema_questions_617b469.json").read_text())
+                 if q["q_uid"] == questions[0].qid)
+    options = [draft[f"option {i}"] for i in range(5)]
+    assert sorted(options) == sorted(questions[0].choices) and options != questions[0].choices
+    assert questions[0].choices[2].startswith("C takes a break") and options[4].startswith("C takes a break")
 
 
 def test_egoschema_and_jsonl_loaders(tmp_path, sample_dir):
