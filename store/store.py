@@ -114,6 +114,7 @@ class Store:
         # record: the questions of one video read them once per process, not once per question each.
         self._complete_rows = functools.lru_cache(maxsize=self.READ_CACHE_ENTRIES)(self._read_complete)
         self._video = functools.lru_cache(maxsize=self.READ_CACHE_ENTRIES)(self._read_video)
+        self._detail = functools.lru_cache(maxsize=self.READ_CACHE_ENTRIES)(self._read_detail)
         self._frame_rows = functools.lru_cache(maxsize=self.READ_CACHE_ENTRIES)(
             functools.partial(self._frames, with_jpeg=False))
         # Rows written one at a time by many threads (answers, LLM replies) share commits.
@@ -404,6 +405,9 @@ class Store:
 
     def detail(self, video_id: str, key: str) -> str:
         """What a stage said of a video's complete artifact ("no audio track"), or ""."""
+        return self._detail(video_id, key)
+
+    def _read_detail(self, video_id: str, key: str) -> str:
         self.require_done(video_id, key)
         done = self.scan("stage_done", f"row_id = {_quote(row_id(video_id, key, 'done'))}", ["detail"])
         return done["detail"][0].as_py() or ""

@@ -4,9 +4,8 @@ and videoagent2, each against the ideal (concurrency / latency) of the same run.
 
 The rate is the endpoint's own: requests answered over the time it had at least one in flight, so
 what vidprep does between its requests (Ray's start, model loads, decoding and the CPU stages between
-the caption and summary requests) is not in it, and how full it keeps the endpoint while it asks is. The
-frames, embeddings and transcript are computed by the first run and found by the others; each
-concurrency names its own model, so its captions, summary and answers are asked anew."""
+the caption and summary requests) is not in it, and how full it keeps the endpoint while it asks is.
+Each concurrency names its own model, so its captions, summary and answers are asked anew."""
 
 import json
 import socket
@@ -23,12 +22,21 @@ from vidprep.pipeline.precompute import precompute
 
 LATENCY_S = 0.5
 CONCURRENCY = (8, 32)
-# Seconds of video to caption (2-second segments) and questions to answer: enough requests that the
-# endpoint's busy time is many latencies long at the highest concurrency.
-VIDEO_SECONDS = 600
-QUESTIONS = 128
-# The precompute figure again over this many videos sharing VIDEO_SECONDS.
+# Work per endpoint slot, so that each concurrency's figure has as many rounds of requests as the other's
+# and the rounds that cannot fill the endpoint (a video's summary, the last questions' remaining steps)
+# weigh alike: seconds of video to caption (2-second segments; 10 minutes at 8) and questions to answer
+# (128 at 8).
+VIDEO_SECONDS_PER_SLOT = 75
+QUESTIONS_PER_SLOT = 16
+# The answers' video, and the precompute figure again over this many videos sharing the seconds.
+ANSWER_VIDEO_SECONDS = 600
 DATASET_VIDEOS = 4
+# The precompute figures measure the stages that ask the endpoint. What they read (frames, segments) is
+# made before, unmeasured: on 2 cores decoding is several times slower than the endpoint's captioning, so
+# it would split the endpoint's work into bursts, each with its own tail. Speech and frame embeddings ask
+# nothing of the endpoint and are left out.
+CAPTIONING_ONLY = ["~stages.transcript", "~stages.frame_embeddings"]
+ASKING = ["~stages.segment_captions", "~stages.frame_captions", "~stages.summary"]
 
 
 def fitting_reply(body: dict) -> str:
@@ -91,12 +99,15 @@ class ScriptedEndpoint:
         self.default, self.latency_s, self.reply = default, latency_s, reply
         self.requests: list[dict] = []
         self.authorizations: list[str] = []
-        self.in_flight = 0
+        self.in_flight, self.closed = 0, False
         self.reset()
         counting = threading.Lock()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            # Keep-alive, as the endpoints users run (vLLM, OpenAI) serve: a client reuses its connections.
+            protocol_version = "HTTP/1.1"
+
             def log_message(self, *args):
                 pass
 
@@ -104,6 +115,11 @@ class ScriptedEndpoint:
                 self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
 
             def do_POST(self):
+                if owner.closed:
+                    # A kept-alive connection to a closed endpoint fails as a new one would be refused.
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with counting:
                     owner.requests.append(body)
@@ -128,6 +144,7 @@ class ScriptedEndpoint:
 
             def _act(self, body: dict, action: tuple):
                 if action[0] == "drop":
+                    self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if action[0] == "hang":
@@ -167,6 +184,7 @@ class ScriptedEndpoint:
         self.served, self.peak, self.busy, self.busy_since = 0, 0, 0.0, 0.0
 
     def close(self) -> None:
+        self.closed = True
         self.server.shutdown()
         self.server.server_close()
 
@@ -187,26 +205,30 @@ def _folder(run: BenchRun, name: str, videos: list) -> Path:
 
 
 def figures(run: BenchRun) -> list[Figure]:
-    video = run.looped(VIDEO_SECONDS)
-    folder = _folder(run, "endpoint-videos", [video])
-    # The same seconds of video as DATASET_VIDEOS files (each a second longer than the one before, so each
-    # is a video of its own), as a dataset is precomputed: one video's summary overlaps the next one's captions.
-    dataset = _folder(run, "endpoint-dataset", [run.looped(VIDEO_SECONDS // DATASET_VIDEOS + i)
-                                                for i in range(DATASET_VIDEOS)])
+    answer_video = run.looped(ANSWER_VIDEO_SECONDS)
+    answer_folder = _folder(run, "endpoint-answer", [answer_video])
     # The sample's questions over and over, each its own (a new qid), on the looped video.
     sample = [json.loads(line) for line in (run.sample / "questions.jsonl").read_text().splitlines()]
     mcq = [q for q in sample if q["task"] == "mcq"]
-    questions = folder / "questions.jsonl"
-    questions.write_text("".join(json.dumps(mcq[i % len(mcq)] | {"qid": f"q{i}", "video": video.name,
-                                                                  "question": f"{mcq[i % len(mcq)]['question']} ({i})"}) + "\n"
-                                 for i in range(QUESTIONS)))
     endpoint = ScriptedEndpoint(latency_s=LATENCY_S, reply=fitting_reply)
     figures = []
     try:
         for concurrency in CONCURRENCY:
+            seconds = VIDEO_SECONDS_PER_SLOT * concurrency
+            folder = _folder(run, f"endpoint-videos-{concurrency}", [run.looped(seconds)])
+            # The same seconds as DATASET_VIDEOS files (each a second longer than the one before, so each is a
+            # video of its own), as a dataset is precomputed: one video's summary overlaps the next one's captions.
+            dataset = _folder(run, f"endpoint-dataset-{concurrency}",
+                              [run.looped(seconds // DATASET_VIDEOS + i + 1) for i in range(DATASET_VIDEOS)])
+            questions = run.work / f"endpoint-questions-{concurrency}.jsonl"
+            questions.write_text("".join(
+                json.dumps(mcq[i % len(mcq)] | {"qid": f"q{i}", "video": answer_video.name,
+                                                 "question": f"{mcq[i % len(mcq)]['question']} ({i})"}) + "\n"
+                for i in range(QUESTIONS_PER_SLOT * concurrency)))
             common = [f"store.uri={run.work / 'endpoint-store'}", "dataset=folder", f"dataset.questions.path={questions}",
-                      f"+dataset.questions.video_dir={folder}", "ray.progress_bars=false", "llm=openai", f"llm.client.base_url={endpoint.base_url}",
-                      "llm.client.cache=false", f"llm.client.concurrency={concurrency}",
+                      f"+dataset.questions.video_dir={answer_folder}", "ray.progress_bars=false", "llm=openai",
+                      f"llm.client.base_url={endpoint.base_url}", "llm.client.cache=false",
+                      f"llm.client.concurrency={concurrency}",
                       # A model name per concurrency: every run asks its own requests.
                       f"llm.client.model=bench-{concurrency}", "describer=vlm", "stages.segments.seconds=2",
                       *run.overrides]
@@ -219,10 +241,15 @@ def figures(run: BenchRun) -> list[Figure]:
                               concurrency / LATENCY_S,
                               endpoint.rate(), "req/s", ">= 0.8")
 
-            figures += [measured(f"precompute describer=vlm, {videos} x {VIDEO_SECONDS / videos / 60:g}-minute video",
-                                 precompute, [f"dataset.manifest={manifest}"])
-                        for videos, manifest in ((1, folder), (DATASET_VIDEOS, dataset))]
-            figures += [measured(f"answer {method}", answer, [f"dataset.manifest={folder}", f"method={method}"])
+            for videos, manifest in ((1, folder), (DATASET_VIDEOS, dataset)):
+                captioning = [f"dataset.manifest={manifest}", *CAPTIONING_ONLY]
+                precompute(load_config([*common, *captioning, *ASKING]))
+                figures.append(measured(f"precompute describer=vlm, {videos} x {seconds / videos / 60:g}-minute video",
+                                        precompute, captioning))
+            # What the answers read, with this concurrency's model, before they are measured.
+            precompute(load_config([*common, f"dataset.manifest={answer_folder}"]))
+            figures += [measured(f"answer {method}, {QUESTIONS_PER_SLOT * concurrency} questions", answer,
+                                 [f"dataset.manifest={answer_folder}", f"method={method}"])
                         for method in ("llovi", "videoagent2")]
     finally:
         endpoint.close()

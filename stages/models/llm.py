@@ -10,6 +10,7 @@ parameter, so a re-run costs no call.
 import base64
 import collections
 import contextvars
+import functools
 import hashlib
 import json
 import logging
@@ -390,8 +391,17 @@ def _validated(raw: str, schema: dict, in_text: bool = False) -> dict:
         value = json.loads(raw, strict=False)
     except json.JSONDecodeError as error:
         raise ValueError(f"not JSON: {error}") from None
-    try:
-        jsonschema.validate(value, schema)
-    except jsonschema.ValidationError as error:
-        raise ValueError(f"schema violation: {error.message}") from None
+    error = jsonschema.exceptions.best_match(_validator(json.dumps(schema, sort_keys=True)).iter_errors(value))
+    if error is not None:
+        raise ValueError(f"schema violation: {error.message}")
     return value
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> jsonschema.protocols.Validator:
+    """A validator of the schema, built (and the schema checked) once: `jsonschema.validate` does both on
+    every reply, which cost a question's steps more CPU than the reply's request."""
+    schema = json.loads(schema_json)
+    validator = jsonschema.validators.validator_for(schema)
+    validator.check_schema(schema)
+    return validator(schema)

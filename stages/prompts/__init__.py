@@ -2,6 +2,7 @@
 of its own: `traveler/plan_v1.txt`), versioned in its name; a stage or answer run that uses prompts
 puts `prompt_hash` of them in its key, so an edited prompt is a new key, never a stale cache hit."""
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -10,7 +11,9 @@ from vidprep.conf.checks import ConfigError
 PROMPTS = Path(__file__).parent
 
 
+@functools.cache
 def load_prompt(name: str) -> str:
+    # Read once per process: a method builds its instructions from these on every step of every question.
     path = PROMPTS / name
     if not path.is_file():
         raise ConfigError(f"no prompt {name!r} in {PROMPTS}")
