@@ -3,6 +3,8 @@ it refuses (tests/provider_rules.py): response formats per model, images only fo
 prompt past the context window. Each experiment's method, models and vision backend are built from its
 config and answer the sample's questions over the real precomputed store."""
 
+import dataclasses
+
 import pytest
 from hydra.utils import instantiate
 
@@ -58,10 +60,16 @@ def test_every_paper_experiment_answers_the_sample_within_its_providers_rules(na
     questions = {}
     for question in jsonl.load(str(sample_dir / "questions.jsonl")):
         questions.setdefault(question.task, question)
+    if agent.answers_reasons:
+        # A Causal-VidQA answer question with its reasons: the reply's `reason` field stays within the rules too.
+        mcq = questions["mcq"]
+        questions["with reasons"] = dataclasses.replace(mcq, qid="with_reasons",
+                                                        reasons=[f"because of {choice}" for choice in mcq.choices])
     for question in questions.values():
         tools = VideoTools(store, keys, content_id(sample_dir / question.video), embedder, vision)
         prediction = agent.answer(question, tools)
         # A fitting reply may place a span outside the video: the method's verdict, not the harness's.
         assert prediction.valid or "is not a range inside the video" in prediction.error, (name, prediction.error)
+        assert (prediction.reason in range(len(question.reasons))) if question.reasons else prediction.reason is None
     assert provider.refused == [], name
     assert len(provider.requests) > 0, name
