@@ -38,6 +38,12 @@ def json_file(content: Callable[[list[dict]], object]) -> Callable[[list[dict]],
     return lambda rows: json.dumps(content(rows), indent=1) + "\n"
 
 
+def chosen(row: dict) -> int:
+    """The choice a prediction row picked; -1 for an invalid answer, which is no choice's index, so an
+    official script counts it wrong."""
+    return json.loads(row["prediction_json"]) if row["valid"] else -1
+
+
 def benchmark_of(loader: str | None) -> Benchmark | None:
     """The benchmark whose module holds `loader` (a dotted name as `_target_` gives it); None where that
     module declares none, or cannot be imported here (a benchmark of one's own off the PYTHONPATH: its

@@ -1,10 +1,8 @@
 """EgoSchema: questions.json and the published subset answers; the rest go to its grader."""
 
-import json
-
 from vidprep.agents.base import Question
 from vidprep.conf.checks import ManifestError
-from vidprep.evaluation.benchmarks import Benchmark, json_file, read_json, video_path
+from vidprep.evaluation.benchmarks import Benchmark, chosen, json_file, read_json, video_path
 
 
 def load(questions_json: str, answers_json: str | None, video_dir: str) -> list[Question]:
@@ -27,7 +25,7 @@ def load(questions_json: str, answers_json: str | None, video_dir: str) -> list[
 def egoschema_answers(rows: list[dict]) -> dict:
     """The file EgoSchema's validate.py sends to its grading server: {q_uid: chosen option}; an
     invalid answer is -1, which matches no option."""
-    return {r["qid"]: json.loads(r["prediction_json"]) if r["valid"] else -1 for r in rows}
+    return {r["qid"]: chosen(r) for r in rows}
 
 
 def egoschema_kaggle(rows: list[dict]) -> str:

@@ -5,7 +5,7 @@ import json
 
 from vidprep.agents.base import Question
 from vidprep.conf.checks import ManifestError
-from vidprep.evaluation.benchmarks import Benchmark, json_file, read_json, video_path
+from vidprep.evaluation.benchmarks import Benchmark, chosen, json_file, read_json, video_path
 
 
 # NExT-QA's question types by the family its results are also reported in (its eval_mc.py).
@@ -49,7 +49,7 @@ def nextqa_results(rows: list[dict]) -> dict:
     eval_mc.py: {question key: {answer, prediction}}, in question key order (Causal-VidQA's script reads
     each video's six keys in a row); an invalid answer is prediction -1, which they count wrong."""
     return {r["qid"]: {"answer": json.loads(r["question_json"])["answer"],
-                       "prediction": json.loads(r["prediction_json"]) if r["valid"] else -1} for r in rows}
+                       "prediction": chosen(r)} for r in rows}
 
 
 BENCHMARK = Benchmark("nextqa", load, tuple(sorted(NEXTQA_TYPES)),

@@ -4,7 +4,7 @@ import json
 
 from vidprep.agents.base import Question
 from vidprep.conf.checks import ManifestError
-from vidprep.evaluation.benchmarks import Benchmark, json_file, read_json, video_path
+from vidprep.evaluation.benchmarks import Benchmark, chosen, json_file, read_json, video_path
 
 
 def load(json_path: str, video_dir: str) -> list[Question]:
@@ -35,7 +35,7 @@ def perception_test_answers(rows: list[dict]) -> dict:
     for row in rows:
         question = json.loads(row["question_json"])
         video, number = row["qid"].rsplit("_", 1)
-        choice = json.loads(row["prediction_json"]) if row["valid"] else -1
+        choice = chosen(row)
         results.setdefault(video, []).append({"id": int(number), "answer_id": choice,
                                               "answer": question["choices"][choice] if choice >= 0 else ""})
     return results

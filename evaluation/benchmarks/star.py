@@ -5,7 +5,7 @@ import json
 
 from vidprep.agents.base import Question
 from vidprep.conf.checks import ManifestError
-from vidprep.evaluation.benchmarks import Benchmark, json_file, read_json, video_path
+from vidprep.evaluation.benchmarks import Benchmark, chosen, json_file, read_json, video_path
 
 
 def load(json_path: str, video_dir: str) -> list[Question]:
@@ -47,7 +47,7 @@ def star_answers(rows: list[dict]) -> dict:
     for row in rows:
         category = json.loads(row["question_json"])["categories"][0]
         results[category].append({"question_id": row["qid"],
-                                  "answer": json.loads(row["prediction_json"]) if row["valid"] else -1})
+                                  "answer": chosen(row)})
     return results
 
 
