@@ -35,8 +35,8 @@ DATASET_VIDEOS = 4
 # made before, unmeasured: on 2 cores decoding is several times slower than the endpoint's captioning, so
 # it would split the endpoint's work into bursts, each with its own tail. Speech and frame embeddings ask
 # nothing of the endpoint and are left out.
-CAPTIONING_ONLY = ["~stages.transcript", "~stages.frame_embeddings"]
-ASKING = ["~stages.segment_captions", "~stages.frame_captions", "~stages.summary"]
+WITHOUT_SPEECH_OR_EMBEDDINGS = ["~stages.transcript", "~stages.frame_embeddings"]
+WITHOUT_ASKING_STAGES = ["~stages.segment_captions", "~stages.frame_captions", "~stages.summary"]
 
 
 def fitting_reply(body: dict) -> str:
@@ -242,8 +242,8 @@ def figures(run: BenchRun) -> list[Figure]:
                               endpoint.rate(), "req/s", ">= 0.8")
 
             for videos, manifest in ((1, folder), (DATASET_VIDEOS, dataset)):
-                captioning = [f"dataset.manifest={manifest}", *CAPTIONING_ONLY]
-                precompute(load_config([*common, *captioning, *ASKING]))
+                captioning = [f"dataset.manifest={manifest}", *WITHOUT_SPEECH_OR_EMBEDDINGS]
+                precompute(load_config([*common, *captioning, *WITHOUT_ASKING_STAGES]))
                 figures.append(measured(f"precompute describer=vlm, {videos} x {seconds / videos / 60:g}-minute video",
                                         precompute, captioning))
             # What the answers read, with this concurrency's model, before they are measured.
