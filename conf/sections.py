@@ -33,6 +33,11 @@ class AnswerSection:
 
 
 @dataclass
+class PrecomputeSection:
+    only_method_reads: bool = MISSING
+
+
+@dataclass
 class StoreSection:
     uri: str = MISSING
     storage_options: dict[str, Any] = MISSING

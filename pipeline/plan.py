@@ -40,6 +40,18 @@ class Plan:
         """What a stage reads: each upstream stage's artifact and key, in the order `run` takes them."""
         return [(self.stages[u].artifact, self.keys[u]) for u in self.stages[name].upstream]
 
+    def only(self, names) -> "Plan":
+        """This plan with only the stages `names` and those they are made from; each keeps its key."""
+        kept, wanted = set(), [n for n in names if n in self.stages]
+        while wanted:
+            name = wanted.pop()
+            if name not in kept:
+                kept.add(name)
+                wanted += self.stages[name].upstream
+        return Plan(probe=self.probe, probe_config=self.probe_config,
+                    **{field: {n: v for n, v in getattr(self, field).items() if n in kept}
+                       for field in ("stages", "keys", "configs")})
+
     def describe(self, name: str) -> str:
         stage = self.stages[name]
         return json.dumps({"params": stage.params(), "upstream": self.upstream_keys(name)},

@@ -12,8 +12,10 @@ import uuid
 
 import pyarrow as pa
 import ray
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from vidprep.agents.vision import stages_read
 from vidprep.pipeline.executor import describe_error
 from vidprep.pipeline.manifest import read_manifest
 from vidprep.pipeline.plan import Plan, build_plan
@@ -74,6 +76,8 @@ class Summary:
     skipped_files: list = dataclasses.field(default_factory=list)
     # Videos whose frames ffmpeg could decode only in part: (path, what is missing and why).
     partial: list = dataclasses.field(default_factory=list)
+    # Configured stages not made, as the method does not read them (precompute.only_method_reads).
+    left_out: list = dataclasses.field(default_factory=list)
     # Hashing and probing the files the store had not seen (or had seen changed), on Ray.
     identify_seconds: float = 0.0
     wall_seconds: float = 0.0
@@ -90,6 +94,9 @@ class Summary:
             shown = ", ".join(self.skipped_files[:10]) + (" ..." if len(self.skipped_files) > 10 else "")
             lines.append(f"not videos, skipped: {len(self.skipped_files)} ({shown}); sub-folders are searched "
                          "with dataset.recursive=true")
+        if self.left_out:
+            lines.append("not made, as the method does not read them (precompute.only_method_reads=true): "
+                         + ", ".join(self.left_out))
         lines += [f"PARTIAL {path}: {detail}" for path, detail in self.partial]
         lines += [f"FAILED {f['path']} at {f['stage']}: {f['error']}" for f in self.failures]
         wall = f"wall time: {self.wall_seconds:.1f} s"
@@ -131,10 +138,23 @@ def register_plan(store: Store, plan: Plan) -> None:
         store.register_stage_config(plan.keys[name], name, plan.stages[name].version, plan.describe(name))
 
 
-def precompute(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False) -> Summary:
+def precompute_plan(cfg: DictConfig) -> tuple[Plan, list[str]]:
+    """The stages precompute makes, and the configured ones it leaves out: with precompute.only_method_reads,
+    only those the method reads (with its vision backend) and those they are made from."""
+    plan = build_plan(cfg.stages)
+    if not cfg.precompute.only_method_reads:
+        return plan, []
+    read = stages_read(instantiate(cfg.method, llm=instantiate(cfg.llm.client)).stages_read(), instantiate(cfg.vision))
+    made = plan if read is None else plan.only(read)
+    return made, [name for name in plan.stages if name not in made.stages]
+
+
+def precompute(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False,
+               plan: tuple[Plan, list[str]] | None = None) -> Summary:
+    """The stages of `plan` (`precompute_plan(cfg)` unless given) made for the videos of the dataset's manifest."""
     started, clock = utcnow(), time.monotonic() if clock is None else clock
     run_id = new_run_id()
-    plan = build_plan(cfg.stages)
+    plan, left_out = plan or precompute_plan(cfg)
     if plan.probe is None:
         raise ConfigError(f"dataset {cfg.dataset.name} has captions-only stages (no probe): fill its store "
                           "with `vidprep import-captions`")
@@ -169,18 +189,18 @@ def precompute(cfg: DictConfig, clock: float | None = None, stop_ray: bool = Fal
     ids = {r["entry_path"]: r["video_id"] for r in records if r["video_id"]}
     store.record_names({(ids[e["path"]], e["name"]) for e in entries if e["path"] in ids})
     return run_stages(cfg, plan, settings, records, run_id, started, clock, manifest.skipped, identify_seconds,
-                      stop_ray)
+                      stop_ray, left_out)
 
 
 def run_stages(cfg: DictConfig, plan: Plan, settings: StoreSettings, records: list[dict], run_id: str,
                started, clock: float, skipped_files: list[str] = (), identify_seconds: float = 0.0,
-               stop_ray: bool = False) -> Summary:
+               stop_ray: bool = False, left_out: list[str] = ()) -> Summary:
     """Every stage of the plan over the identified videos, then the run's summary (also stored). With
     `stop_ray` (the process's last run), Ray stops before the wall time is read: its shutdown at exit
     takes 1-2 s the user waits for."""
     store = settings.open()
     summary = Summary(run_id=run_id, previous_wall_seconds=_previous_wall(store), skipped_files=list(skipped_files),
-                      identify_seconds=identify_seconds)
+                      identify_seconds=identify_seconds, left_out=list(left_out))
     unique, failed = {}, []
     for record in records:
         if record["failed_stage"]:

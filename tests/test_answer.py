@@ -688,6 +688,49 @@ def test_traveler_picks_a_causal_vidqa_answer_and_its_reason_in_one_reply_other_
         {k: v for k, v in q.to_dict().items() if k != "reasons"} for q in questions]
 
 
+def test_a_paper_experiment_precomputes_only_what_its_method_reads_with_its_captioner_then_answers(
+        ray_session, sample_dir, tmp_path):
+    from tests.provider_rules import refusal
+    from vidprep.pipeline.precompute import precompute
+
+    from vidprep.jobs.config import load_config
+
+    # One Causal-VidQA video (the sample's scenes.mp4), TraveLER's experiment as the paper ran it, against an
+    # endpoint that refuses what each model's provider refuses (one image per LLaVA request on vLLM).
+    (tmp_path / "videos").mkdir()
+    shutil.copy(sample_dir / "scenes.mp4", tmp_path / "videos")
+    _causal_vidqa_folder(tmp_path / "QA", {"scenes": {"descriptive": {"answer": 1}, "explanatory": {"answer": 2},
+                                                      "predictive": {"answer": 3, "reason": 0},
+                                                      "counterfactual": {"answer": 4, "reason": 1}}})
+    server = ScriptedEndpoint(reply=fitting_reply, refuse=refusal)
+    cfg = load_config(["+experiment=traveler_causal_vidqa", f"store.uri={tmp_path / 'db'}", "ray.progress_bars=false",
+                       f"dataset.questions.qa_dir={tmp_path / 'QA'}", f"dataset.questions.video_dir={tmp_path / 'videos'}",
+                       *(f"{client}.{setting}" for client in ("llm.client", "vision.llm")
+                         for setting in (f"base_url={server.base_url}", "cache=false")), "method.max_iterations=1"])
+    try:
+        made = precompute(cfg)
+        captioned = len(server.requests)
+        answered = answer(cfg)
+    finally:
+        server.close()
+    assert server.refused == []
+    # TraveLER with a vision model reads frames and their captions, and nothing else is made.
+    assert (made.done, made.failed, set(made.rows)) == (1, 0, {"frames", "frame_captions"})
+    assert made.left_out == ["segments", "frame_embeddings", "segment_captions", "transcript", "summary"]
+    assert "not made, as the method does not read them (precompute.only_method_reads=true): segments, " in "\n".join(
+        made.lines())
+    # Captioned by the experiment's LMM, one request per frame, as the public code prompts it.
+    assert captioned == made.rows["frame_captions"] > 0
+    assert {r["model"] for r in server.requests[:captioned]} == {"llava-hf/llava-v1.6-vicuna-13b-hf"}
+    assert "less than 2 sentences" in json.dumps(server.requests[0]["messages"])
+    store = StoreSettings.from_config(cfg.store).open()
+    keys = store.answer_runs()[answered.run_key]["keys"]
+    assert set(keys) == set(made.rows) and set(keys.values()) == {k for _, k in store.done_keys([content_id(
+        tmp_path / "videos" / "scenes.mp4")])}
+    assert (answered.questions, answered.answered, answered.failed, answered.refused) == (6, 6, 0, 0)
+    assert answered.invalid < answered.answered
+
+
 def test_egoschema_reads_its_real_files_and_exports_what_its_grader_reads(tmp_path):
     # questions.json as EgoSchema's repository held it at commit 617b469 (its first 20 questions of a
     # pre-release draft, options ordered unlike the release: tests/fixtures/README.md) and its
@@ -994,14 +1037,17 @@ def experiments_table() -> dict[str, dict]:
     for line in itertools.takewhile(lambda l: l.startswith("|"), lines):
         cells = [c.strip() for c in line.strip("|").split("|")]
         rows[cells[0].strip("`")] = {"llm": cells[2].strip("`"), "vision": cells[3], "captioner": cells[4],
-                                     "settings": re.findall(r"`([\w.]+)=([^`]+)`", cells[5])}
+                                     "precomputed": cells[5].split(", "),
+                                     "settings": re.findall(r"`([\w.]+)=([^`]+)`", cells[6])}
     return rows
 
 
 def test_every_paper_experiment_is_what_the_methods_table_says(tmp_path):
     from hydra.utils import instantiate
 
+    from vidprep.agents.vision import stages_read
     from vidprep.jobs.config import config_groups, load_config
+    from vidprep.pipeline.precompute import precompute_plan
     from vidprep.stages.prompts import load_prompt
 
     table = experiments_table()
@@ -1015,6 +1061,13 @@ def test_every_paper_experiment_is_what_the_methods_table_says(tmp_path):
         assert (vision.llm.model if vision.sees_frames else "stored descriptions") == row["vision"].strip("`"), name
         captioner = describer.llm.model if hasattr(describer, "llm") else "offline"
         assert captioner == row["captioner"].strip("`").split(" (")[0], name
+        # Precompute makes what the method reads and what that is made from, under the keys answer reads.
+        made, full = precompute_plan(cfg)[0], build_plan(cfg.stages)
+        assert list(made.stages) == row["precomputed"], name
+        read = stages_read(agent.stages_read(), vision)
+        assert read & set(full.stages) <= set(made.stages), name
+        assert {u for stage in made.stages.values() for u in stage.upstream} <= set(made.stages), name
+        assert made.keys == {stage: full.keys[stage] for stage in made.stages}, name
         for key, value in row["settings"]:
             assert OmegaConf.select(cfg, key) == yaml.safe_load(value), (name, key)
         # The structured-output mode each model's provider documents (JSON mode only before gpt-4o).
@@ -1027,8 +1080,8 @@ def test_every_paper_experiment_is_what_the_methods_table_says(tmp_path):
             for n in ("star", "perception_test", "nextqa")} == {
         "star": "traveler/plan_short_v1.txt", "perception_test": "traveler/plan_short_v1.txt",
         "nextqa": "traveler/plan_v2.txt"}
-    lvbench_strategies = load_config(["+experiment=caviar_lvbench"]).method.strategies.mcq
-    assert all("asr_understanding" not in strategy for strategy in lvbench_strategies)
+    lvbench_strategies = load_config(["+experiment=caviar_lvbench"]).method.strategies
+    assert all("asr_understanding" not in strategy for task in lvbench_strategies.values() for strategy in task)
     # Table 4's "Optimal Fixed Modules" (Sec. 5's subsets): an ablation setting over the agent ablation.
     for dataset, modules in {"lvbench": ["get_segment", "retrieval_qa"],
                              "neptune": ["get_segment", "retrieval_qa", "asr_understanding"]}.items():

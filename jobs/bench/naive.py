@@ -52,7 +52,7 @@ def naive_precompute(cfg, videos: list[dict]) -> int:
         for position in range(5):
             describer.describe([jpegs[round(position * (len(jpegs) - 1) / 4)]])
         spoken = list(transcript_stage.run(video))
-        transcript = TRANSCRIPTS.rows([row for batch in spoken for row in batch])
+        TRANSCRIPTS.rows([row for batch in spoken for row in batch])
         list(summary.run(video, iter([captions])))
     return decoded
 
