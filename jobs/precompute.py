@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> None:
 def job(cfg: DictConfig) -> None:
     from vidprep.jobs.sample import make_sample
     from vidprep.jobs.serve_llm import ensure_local_llm
-    from vidprep.pipeline.precompute import precompute, precompute_plan
+    from vidprep.pipeline.precompute import precompute, stages_left_out
 
     clock = job_started()
     with user_errors():
@@ -37,8 +37,8 @@ def job(cfg: DictConfig) -> None:
         manifest = cfg.dataset.manifest  # unset, it is named before the LLM server or Ray start
         if cfg.dataset.make_sample:
             make_sample(manifest)
-        plan = precompute_plan(cfg)
-        if "summary" in plan[0].stages:
+        left_out = stages_left_out(cfg)
+        if "summary" in cfg.stages and "summary" not in left_out:
             ensure_local_llm(cfg.llm, Path(cfg.data_dir) / "llm-server.log")
-        summary = precompute(cfg, clock, stop_ray=single_run(), plan=plan)
+        summary = precompute(cfg, clock, stop_ray=single_run(), left_out=left_out)
     finish(summary.lines(), summary.failed)

@@ -3,7 +3,7 @@
 import json
 from dataclasses import dataclass
 
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from vidprep.conf.checks import ConfigError
@@ -40,30 +40,32 @@ class Plan:
         """What a stage reads: each upstream stage's artifact and key, in the order `run` takes them."""
         return [(self.stages[u].artifact, self.keys[u]) for u in self.stages[name].upstream]
 
-    def only(self, names) -> "Plan":
-        """This plan with only the stages `names` and those they are made from; each keeps its key."""
-        kept, wanted = set(), [n for n in names if n in self.stages]
-        while wanted:
-            name = wanted.pop()
-            if name not in kept:
-                kept.add(name)
-                wanted += self.stages[name].upstream
-        return Plan(probe=self.probe, probe_config=self.probe_config,
-                    **{field: {n: v for n, v in getattr(self, field).items() if n in kept}
-                       for field in ("stages", "keys", "configs")})
-
     def describe(self, name: str) -> str:
         stage = self.stages[name]
         return json.dumps({"params": stage.params(), "upstream": self.upstream_keys(name)},
                           sort_keys=True, default=str)
 
 
+def made_from(stages_cfg: DictConfig, names) -> list[str]:
+    """The configured stages among `names` and the stages they are made from, in config order (read off
+    the stage classes' `upstream`, so nothing is built)."""
+    kept, wanted = set(), [name for name in names if name in stages_cfg]
+    while wanted:
+        name = wanted.pop()
+        if name not in kept:
+            kept.add(name)
+            wanted += get_class(stages_cfg[name]._target_).upstream
+    return [name for name in stages_cfg if name in kept]
+
+
 def build_stage(config: dict) -> Stage:
     return instantiate(config, _convert_="all")
 
 
-def build_plan(stages_cfg: DictConfig) -> Plan:
-    configs = OmegaConf.to_container(stages_cfg, resolve=True)
+def build_plan(stages_cfg: DictConfig, left_out=()) -> Plan:
+    """The plan of the configured stages but those `left_out` (none that a kept stage is made from)."""
+    configs = {name: config for name, config in OmegaConf.to_container(stages_cfg, resolve=True).items()
+               if name not in left_out}
     probe_config = configs.pop("probe", None)
     probe = instantiate(probe_config) if probe_config else None
     stages, keys = {}, {}

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from vidprep.agents.vision import stages_read
 from vidprep.pipeline.executor import describe_error
 from vidprep.pipeline.manifest import read_manifest
-from vidprep.pipeline.plan import Plan, build_plan
+from vidprep.pipeline.plan import Plan, build_plan, made_from
 from vidprep.pipeline.progress import Progress
 from vidprep.pipeline.runner import init_ray, stage_maps, video_groups
 from vidprep.conf.checks import ConfigError
@@ -138,23 +138,26 @@ def register_plan(store: Store, plan: Plan) -> None:
         store.register_stage_config(plan.keys[name], name, plan.stages[name].version, plan.describe(name))
 
 
-def precompute_plan(cfg: DictConfig) -> tuple[Plan, list[str]]:
-    """The stages precompute makes, and the configured ones it leaves out: with precompute.only_method_reads,
-    only those the method reads (with its vision backend) and those they are made from."""
-    plan = build_plan(cfg.stages)
+def stages_left_out(cfg: DictConfig) -> list[str]:
+    """The configured stages precompute does not make: with precompute.only_method_reads, those that neither
+    the method (with its vision backend) reads nor the stages it reads are made from."""
     if not cfg.precompute.only_method_reads:
-        return plan, []
+        return []
     read = stages_read(instantiate(cfg.method, llm=instantiate(cfg.llm.client)).stages_read(), instantiate(cfg.vision))
-    made = plan if read is None else plan.only(read)
-    return made, [name for name in plan.stages if name not in made.stages]
+    if read is None:
+        return []
+    made = made_from(cfg.stages, read)
+    return [name for name in cfg.stages if name != "probe" and name not in made]
 
 
 def precompute(cfg: DictConfig, clock: float | None = None, stop_ray: bool = False,
-               plan: tuple[Plan, list[str]] | None = None) -> Summary:
-    """The stages of `plan` (`precompute_plan(cfg)` unless given) made for the videos of the dataset's manifest."""
+               left_out: list[str] | None = None) -> Summary:
+    """The configured stages but those `left_out` (`stages_left_out(cfg)` unless given), made for the videos
+    of the dataset's manifest."""
     started, clock = utcnow(), time.monotonic() if clock is None else clock
     run_id = new_run_id()
-    plan, left_out = plan or precompute_plan(cfg)
+    left_out = stages_left_out(cfg) if left_out is None else left_out
+    plan = build_plan(cfg.stages, left_out)
     if plan.probe is None:
         raise ConfigError(f"dataset {cfg.dataset.name} has captions-only stages (no probe): fill its store "
                           "with `vidprep import-captions`")
