@@ -17,7 +17,7 @@ from vidprep.jobs.watchdog import watch_this_command
 
 # Command -> (module of vidprep.jobs, one line for `vidprep --help`).
 COMMANDS = {
-    "precompute": ("precompute", "precompute every stage of a dataset into the store (Hydra job)"),
+    "precompute": ("precompute", "precompute the configured stages of a dataset into the store (Hydra job)"),
     "import-captions": ("import_captions", "published captions as a captions-only store"),
     "answer": ("answer", "answer a dataset's questions with a method (Hydra job)"),
     "evaluate": ("evaluate", "scores of the answer runs in the store"),

@@ -1,4 +1,5 @@
-"""vidprep precompute: precompute every stage of a dataset into the store.
+"""vidprep precompute: precompute the configured stages of a dataset into the store (with
+precompute=method_reads, only those the method reads).
 
 Runs as a Hydra job: `--multirun` sweeps comma-separated overrides (stages.frames.fps=0.5,1,2).
 """
