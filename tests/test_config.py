@@ -111,3 +111,32 @@ def test_no_setting_takes_nan_or_an_infinity():
     for value in ("inf", "-inf"):
         with pytest.raises(ConfigError, match=rf"^llm.client.timeout_s must be a finite number, got {value}$"):
             load_config([f"llm.client.timeout_s={value}"])
+
+
+def test_every_precompute_and_answer_line_in_the_docs_composes_and_builds_its_method():
+    # A README line once gave NExT-QA's file as `dataset.questions.csv`, a key its loader does not take.
+    import shlex
+
+    from hydra.utils import instantiate
+
+    from vidprep.jobs.config import quoted_for_hydra
+    from vidprep.pipeline.plan import build_plan
+
+    docs = [CONF_DIR.parent / "README.md", *sorted((CONF_DIR.parent / "docs").glob("*.md"))]
+    lines = [(path.name, line) for path in docs for block in re.findall(r"```bash\n(.*?)```", path.read_text(), re.S)
+             for line in block.replace("\\\n", " ").splitlines()]
+    commands = [(name, re.match(r"^(?:[A-Z_]+=\S+\s+)*vidprep\s+(?:precompute|answer)\b(.*?)(?:\s+#.*)?$", line))
+                for name, line in lines]
+    commands = [(name, shlex.split(found[1])) for name, found in commands if found]
+    assert len(commands) > 20
+    for name, arguments in commands:
+        sweep = "-m" in arguments or "--multirun" in arguments
+        # A sweep's first value stands for the others, which differ in that setting alone.
+        overrides = [quoted_for_hydra(a.split(",")[0] if sweep and "[" not in a else a)
+                     for a in arguments if not a.startswith("-")]
+        cfg = load_config(overrides)
+        build_plan(cfg.stages)
+        if "dataset.questions" in " ".join(overrides):
+            questions = cfg.dataset.questions
+            assert not [key for key in questions if OmegaConf.is_missing(questions, key)], (name, arguments)
+        instantiate(cfg.method, llm=instantiate(cfg.llm.client))
