@@ -171,8 +171,11 @@ def test_llm_server_dying_mid_run_leaves_no_partial_rows_and_a_rerun_completes(t
     port = scripted.port
     manifest = tmp_path / "two.csv"
     manifest.write_text(f"path\n{sample_dir / 'places.mp4'}\n{sample_dir / 'short.mp4'}\n")
+    # One request at a time: the second video's summary is asked after the server died, never beside the
+    # last reply (two in flight at once, both were answered and nothing failed).
     overrides = ["llm=openai", f"llm.client.base_url={scripted.base_url}", "llm.client.max_retries=1",
-                 "llm.client.backoff_s=0.05", "~stages.frame_embeddings", "~stages.frame_captions"]
+                 "llm.client.backoff_s=0.05", "llm.client.concurrency=1", "~stages.frame_embeddings",
+                 "~stages.frame_captions"]
     cfg = config_for(tmp_path / "db", manifest, *overrides)
     scripted.script = [("reply_then_die", '{"reasoning": "scripted", "summary": "the only reply before the server died"}')]
     first = precompute(cfg)

@@ -154,6 +154,9 @@ class ScriptedEndpoint:
                     message = action[3] if len(action) > 3 else f"scripted {action[1]}"
                     self._send(action[1], {"error": {"message": message}}, action[2] if len(action) > 2 else {})
                     return
+                if action[0] == "reply_then_die":
+                    # Dead from before this reply is read: a request sent after it finds no server.
+                    owner.closed = True
                 self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                  "choices": [{"index": 0, "finish_reason": "stop",
                                               "message": {"role": "assistant", "content": action[1]}}],
