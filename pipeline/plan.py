@@ -54,7 +54,8 @@ def made_from(stages_cfg: DictConfig, names) -> list[str]:
         name = wanted.pop()
         if name not in kept:
             kept.add(name)
-            wanted += get_class(stages_cfg[name]._target_).upstream
+            # An upstream stage left out of the config is named by `build_plan`, as without this choice.
+            wanted += [u for u in get_class(stages_cfg[name]._target_).upstream if u in stages_cfg]
     return [name for name in stages_cfg if name in kept]
 
 

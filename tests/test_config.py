@@ -140,3 +140,12 @@ def test_every_precompute_and_answer_line_in_the_docs_composes_and_builds_its_me
             questions = cfg.dataset.questions
             assert not [key for key in questions if OmegaConf.is_missing(questions, key)], (name, arguments)
         instantiate(cfg.method, llm=instantiate(cfg.llm.client))
+
+
+def test_only_the_methods_stages_with_one_they_need_left_out_is_the_plans_own_error():
+    from vidprep.pipeline.plan import build_plan
+    from vidprep.pipeline.precompute import stages_left_out
+
+    cfg = load_config(["precompute=method_reads", "method=llovi", "~stages.segments"])
+    with pytest.raises(ConfigError, match=r"^stages.segment_captions needs stages \['segments'\] configured before it$"):
+        build_plan(cfg.stages, stages_left_out(cfg))
