@@ -155,14 +155,14 @@ class ScriptedEndpoint:
                     self._send(action[1], {"error": {"message": message}}, action[2] if len(action) > 2 else {})
                     return
                 if action[0] == "reply_then_die":
-                    # Dead from before this reply is read: a request sent after it finds no server.
+                    # Dead from before this reply is read: a request sent after it finds no server. Closing
+                    # stops the listener only; this connection still carries the reply.
                     owner.closed = True
+                    threading.Thread(target=owner.close, daemon=True).start()
                 self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                  "choices": [{"index": 0, "finish_reason": "stop",
                                               "message": {"role": "assistant", "content": action[1]}}],
                                  "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
-                if action[0] == "reply_then_die":
-                    threading.Thread(target=owner.close, daemon=True).start()
 
             def _send(self, status: int, payload: dict, headers: dict | None = None):
                 data = json.dumps(payload).encode()
