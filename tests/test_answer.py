@@ -691,9 +691,8 @@ def test_traveler_picks_a_causal_vidqa_answer_and_its_reason_in_one_reply_other_
 def test_a_paper_experiment_precomputes_only_what_its_method_reads_with_its_captioner_then_answers(
         ray_session, sample_dir, tmp_path):
     from tests.provider_rules import refusal
-    from vidprep.pipeline.precompute import precompute
-
     from vidprep.jobs.config import load_config
+    from vidprep.pipeline.precompute import precompute
 
     # One Causal-VidQA video (the sample's scenes.mp4), TraveLER's experiment as the paper ran it, against an
     # endpoint that refuses what each model's provider refuses (one image per LLaVA request on vLLM).
