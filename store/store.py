@@ -1,6 +1,8 @@
 """The one owner of the LanceDB database: idempotent writes, completion markers and the read API."""
 
+import contextlib
 import datetime as dt
+import fcntl
 import functools
 import json
 import os
@@ -105,6 +107,8 @@ class Store:
         # Workers in other processes write while this handle reads: check for new versions on every read.
         self._db = lancedb.connect(self.uri, storage_options=dict(storage_options or {}),
                                    read_consistency_interval=dt.timedelta(0))
+        # Where the per-table write locks of a store on a file system are (`_writing`); none on an object store.
+        self._locks = None if "://" in self.uri else os.path.join(self.uri, "_write_locks")
         self._tables: dict[str, lancedb.table.Table] = {}
         # Embedding stage key -> the table of its vector size (a key names one model, so one size).
         self._embedding_tables: dict[str, str] = {}
@@ -183,13 +187,31 @@ class Store:
             rows, schema.declared_schema(name) or self.table(name).schema)
         if data.num_rows == 0:
             return
-        (
-            self.table(name)
-            .merge_insert("row_id")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute(data)
-        )
+        table = self.table(name)
+        with self._writing(name) as locked:
+            (
+                table.merge_insert("row_id")
+                # Two writers that insert the same new row_id at once both commit it when the merge looks
+                # it up in the row_id index (lance#9238): Lance's own key check then holds only on a full
+                # scan of the row_ids, so the index is used only where a lock keeps writers apart.
+                .use_index(locked)
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(data)
+            )
+
+    @contextlib.contextmanager
+    def _writing(self, name: str) -> Iterator[bool]:
+        """Hold the store's write lock of table `name` (writers in other threads, processes and, on a
+        shared file system, nodes wait for it); yields whether there is one: an object store has none."""
+        if self._locks is None:
+            yield False
+            return
+        os.makedirs(self._locks, exist_ok=True)
+        # A lock per open file: this process's threads exclude each other too; a killed writer's is freed.
+        with open(os.path.join(self._locks, name), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield True
 
     def append(self, name: str, rows: pa.Table) -> None:
         """Write rows known to be new (bulk loads): appended without the upsert's key lookup."""

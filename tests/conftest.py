@@ -2,6 +2,9 @@
 
 import os
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +96,30 @@ def embedder():
     from vidprep.stages.models.embedders import LabelTextEmbedder
 
     return LabelTextEmbedder()
+
+
+@pytest.fixture()
+def s3_server(tmp_path):
+    """moto's S3 server on loopback, with one bucket; yields the environment a user would set and a client."""
+    port = _free_port()
+    moto = Path(sys.executable).parent / "moto_server"
+    server = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    env = {"AWS_ACCESS_KEY_ID": "vidprep-test", "AWS_SECRET_ACCESS_KEY": "vidprep-test-secret",
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+    try:
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                              aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+                              aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+        for _ in range(100):
+            try:
+                client.create_bucket(Bucket="vidprep-test")
+                break
+            except Exception:  # noqa: BLE001 - the server is still starting
+                time.sleep(0.1)
+        yield env | {"client": client}
+    finally:
+        server.kill()
+        server.wait()

@@ -5,13 +5,8 @@ name; answering then reads that store on S3."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
-
-import pytest
 
 from vidprep.store.store import Store
 from tests.test_resume import _run_until_killed, _snapshot
@@ -48,39 +43,6 @@ def _without_file_names(snapshot: dict) -> dict:
     snapshot["videos"] = {k: tuple(c for c in v if c[0] not in ("name", "source_path"))
                           for k, v in snapshot["videos"].items()}
     return snapshot
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture()
-def s3_server(tmp_path):
-    """moto's S3 server on loopback, with one bucket; yields the environment a user would set and a client."""
-    port = _free_port()
-    moto = Path(sys.executable).parent / "moto_server"
-    server = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    env = {"AWS_ACCESS_KEY_ID": "vidprep-test", "AWS_SECRET_ACCESS_KEY": "vidprep-test-secret",
-           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
-    try:
-        import boto3
-
-        client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                              aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                              aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
-        for _ in range(100):
-            try:
-                client.create_bucket(Bucket="vidprep-test")
-                break
-            except Exception:  # noqa: BLE001 - the server is still starting
-                time.sleep(0.1)
-        yield env | {"client": client}
-    finally:
-        server.kill()
-        server.wait()
 
 
 def test_a_run_on_s3_killed_here_and_resumed_on_a_three_node_cluster_holds_the_local_rows(
