@@ -11,6 +11,10 @@ from vidprep.store.artifacts import FRAME_EMBEDDINGS, FRAMES, SEGMENT_CAPTIONS
 from vidprep.store.store import Store
 
 
+# The stages whose rows a video has, and their keys.
+STAGE_KEYS = {FRAMES.stage: "frames", FRAME_EMBEDDINGS.stage: "embed", SEGMENT_CAPTIONS.stage: "captions"}
+
+
 def _scale_video(video_id: str, jpeg: bytes, rng) -> dict[str, pa.Table]:
     """One video's rows as the frames, embeddings, segment captions and completion stages write them."""
     n = SCALE_FRAMES
@@ -42,8 +46,7 @@ def _scale_store(folder: Path, rows: int, jpeg: bytes, ann_min_rows: int) -> Sto
         videos = [_scale_video(f"v{v}", jpeg, rng) for v in range(first, min(first + per_batch, count))]
         for name in videos[0]:
             store.append(name, pa.concat_tables([video[name] for video in videos]))
-        _bulk_done(store, [f"v{v}" for v in range(first, min(first + per_batch, count))],
-                   {"frames": "frames", "frame_embeddings": "embed", "segment_captions": "captions"})
+        _bulk_done(store, [f"v{v}" for v in range(first, min(first + per_batch, count))], STAGE_KEYS)
     store.index_embeddings()
     store.compact()
     return store
@@ -58,9 +61,9 @@ def _scale_operations(store: Store, jpeg: bytes) -> dict[str, object]:
         video_id = f"new-{i}"
         for name, table in _scale_video(video_id, jpeg, rng).items():
             store.upsert(name, table)
-        store.mark_done([{"video_id": video_id, "stage": stage, "stage_key": stage, "rows": SCALE_FRAMES,
+        store.mark_done([{"video_id": video_id, "stage": stage, "stage_key": key, "rows": SCALE_FRAMES,
                           "detail": "", "seconds": 0.0, "node_id": "bench", "run_id": "bench"}
-                         for stage in ("frames", "embed", "captions")])
+                         for stage, key in STAGE_KEYS.items()])
 
     def read(i):
         store.frames_in_range(f"new-{i}", "frames", 10.0, 20.0)
