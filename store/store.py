@@ -203,15 +203,21 @@ class Store:
     @contextlib.contextmanager
     def _writing(self, name: str) -> Iterator[bool]:
         """Hold the store's write lock of table `name` (writers in other threads, processes and, on a
-        shared file system, nodes wait for it); yields whether there is one: an object store has none."""
+        shared file system, nodes wait for it); yields whether there is one: an object store, or a file
+        system that has no locks (some FUSE mounts of buckets), has none."""
         if self._locks is None:
             yield False
             return
         os.makedirs(self._locks, exist_ok=True)
         # A lock per open file: this process's threads exclude each other too; a killed writer's is freed.
         with open(os.path.join(self._locks, name), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield True
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            except OSError:  # ENOLCK, EOPNOTSUPP: no locks here
+                locked = False
+            else:
+                locked = True
+            yield locked
 
     def append(self, name: str, rows: pa.Table) -> None:
         """Write rows known to be new (bulk loads): appended without the upsert's key lookup."""

@@ -201,6 +201,25 @@ def test_two_processes_writing_the_same_new_rows_at_once_store_one_copy_of_each(
     assert len(row_ids) == len(set(row_ids)) == 50 + 30 * 3
 
 
+def test_a_folder_without_file_locks_still_stores_one_copy_of_each_row(tmp_path, monkeypatch):
+    """A bucket mounted by FUSE may refuse flock: the writes go on, with the merge that checks keys itself."""
+    import errno
+    import fcntl
+
+    def refuse(*_):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", refuse)
+    store = Store(str(tmp_path / "db"))
+    for _ in range(2):
+        store.mark_done([_done(f"v{i}", 1) for i in range(5)])
+    store.compact()
+    store.mark_done([_done(f"v{i}", 2) for i in range(3, 8)])
+    rows = {r["video_id"]: r["rows"] for r in store.scan("stage_done", columns=["video_id", "rows"]).to_pylist()}
+    assert rows == {"v0": 1, "v1": 1, "v2": 1, "v3": 2, "v4": 2, "v5": 2, "v6": 2, "v7": 2}
+    assert store.table("stage_done").count_rows() == 8
+
+
 def test_search_over_all_videos_leaves_out_videos_not_complete(tmp_path):
     rng = np.random.default_rng(3)
     store = Store(str(tmp_path / "db"))
