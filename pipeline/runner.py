@@ -97,7 +97,9 @@ def init_ray(cfg: DictConfig) -> float:
             _ray_logs_to(Path(cfg.log_file))
             _native_logs_to(Path(cfg.log_file))
         local = {} if cfg.address else {"num_cpus": cfg.num_cpus}
-        ray.init(address=cfg.address or None, include_dashboard=False, log_to_driver=cfg.log_to_driver, **local,
+        # "local", not None: with None Ray joins the cluster last started on this machine (`ray start`,
+        # a test's three-node cluster), where this job's environment (PYTHONPATH, keys) is not.
+        ray.init(address=cfg.address or "local", include_dashboard=False, log_to_driver=cfg.log_to_driver, **local,
                  configure_logging=True, logging_level="WARNING")
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = bool(cfg.progress_bars)

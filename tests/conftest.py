@@ -62,7 +62,7 @@ def sample_dir(tmp_path_factory) -> Path:
 def ray_session():
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield
     ray.shutdown()
 

@@ -33,6 +33,25 @@ print(json.dumps({"done": summary.done, "skipped": summary.skipped, "failed": su
 ray.shutdown()
 cluster.shutdown()
 """
+# A cluster started on this machine, which names itself the machine's current one (as `ray start` does).
+CLUSTER_HEAD = """
+import sys
+from ray.cluster_utils import Cluster
+
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+print(cluster.address, flush=True)
+sys.stdin.read()
+cluster.shutdown()
+"""
+JOIN_PROBE = """
+import ray
+from vidprep.jobs.config import load_config
+from vidprep.pipeline.runner import init_ray
+
+init_ray(load_config([]).ray)
+print(ray.get_runtime_context().gcs_address)
+ray.shutdown()
+"""
 PLACED = {"frame_embeddings": "vision", "segment_captions": "vision", "frame_captions": "vision",
           "transcript": "speech"}
 
@@ -88,3 +107,19 @@ def test_a_run_on_s3_killed_here_and_resumed_on_a_three_node_cluster_holds_the_l
     assert store.scan("predictions").num_rows == 2
     # Nothing of the credentials is in the store.
     assert "vidprep-test-secret" not in json.dumps(store.scan("runs").to_pylist(), default=str)
+
+
+def test_a_job_without_a_ray_address_starts_its_own_ray_beside_a_cluster_started_here():
+    """Ray's own default address joins the cluster last started on the machine, whose workers lack the job's
+    environment: a job's own module was not found while the cluster test ran in the other pytest worker."""
+    head = subprocess.Popen([sys.executable, "-c", CLUSTER_HEAD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        address = head.stdout.readline().strip()
+        probe = subprocess.run([sys.executable, "-c", JOIN_PROBE], capture_output=True, text=True, timeout=300,
+                               env=dict(os.environ, RAY_ADDRESS=""))
+        assert probe.returncode == 0, probe.stderr[-3000:]
+        own = probe.stdout.strip().splitlines()[-1]
+        assert address and own and own != address, (address, own)
+    finally:
+        head.communicate(timeout=120)

@@ -34,8 +34,10 @@ def sweep_job(hydra_context: HydraContext, task_function: TaskFunction, config: 
 
 class RayJobsLauncher(Launcher):
     def __init__(self, init: DictConfig, remote: DictConfig) -> None:
-        # `ray.init` and `ray.remote` options; a null one keeps Ray's default.
-        self.init = {k: v for k, v in OmegaConf.to_container(init, resolve=True).items() if v is not None}
+        # `ray.init` and `ray.remote` options; a null one keeps Ray's default, except the address: a null
+        # one starts a local Ray, as `ray.address` says (Ray's None joins a cluster `ray start` began here).
+        options = {k: v for k, v in OmegaConf.to_container(init, resolve=True).items() if v is not None}
+        self.init = options | {"address": options.get("address") or "local"}
         self.remote = OmegaConf.to_container(remote, resolve=True)
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
