@@ -147,6 +147,16 @@ def test_every_table_keeps_scalar_indexes_on_its_keys_and_compaction_folds_new_r
     assert store.llm_cached("reply-key") == {"reply": "{}", "prompt_tokens": 1, "completion_tokens": 1}
 
 
+def _in_two_processes(target, args_of) -> list[int]:
+    """`target(*args_of(job))` in two fresh processes at once (jobs 0 and 1); their exit codes."""
+    jobs = [multiprocessing.get_context("spawn").Process(target=target, args=args_of(job)) for job in range(2)]
+    for job in jobs:
+        job.start()
+    for job in jobs:
+        job.join(240)
+    return [job.exitcode for job in jobs]
+
+
 def _mark_and_compact(uri: str, job: int, videos: int) -> None:
     store = Store(uri)
     for i in range(videos):
@@ -159,13 +169,7 @@ def test_two_processes_compacting_one_store_at_once_both_finish_with_every_row(t
     "Retryable commit conflict"); the loser retries or leaves the compacting to the other, never fails."""
     uri = str(tmp_path / "db")
     Store(uri).mark_done([_done("first", 1)])
-    jobs = [multiprocessing.get_context("spawn").Process(target=_mark_and_compact, args=(uri, job, 15))
-            for job in range(2)]
-    for job in jobs:
-        job.start()
-    for job in jobs:
-        job.join(240)
-    assert [job.exitcode for job in jobs] == [0, 0]
+    assert _in_two_processes(_mark_and_compact, lambda job: (uri, job, 15)) == [0, 0]
     assert Store(uri).table("stage_done").count_rows() == 31
 
 
@@ -190,13 +194,7 @@ def test_two_processes_writing_the_same_new_rows_at_once_store_one_copy_of_each(
     store.mark_done([_done(f"earlier-{i}", 1) for i in range(50)])
     store.compact()  # the row_id index covers rows, as in a store that has run before
     start = time.time() + 3  # both processes started and their store open
-    jobs = [multiprocessing.get_context("spawn").Process(target=_mark_the_same_videos_done, args=(uri, start, 30))
-            for _ in range(2)]
-    for job in jobs:
-        job.start()
-    for job in jobs:
-        job.join(240)
-    assert [job.exitcode for job in jobs] == [0, 0]
+    assert _in_two_processes(_mark_the_same_videos_done, lambda _: (uri, start, 30)) == [0, 0]
     row_ids = store.scan("stage_done", columns=["row_id"])["row_id"].to_pylist()
     assert len(row_ids) == len(set(row_ids)) == 50 + 30 * 3
 
